@@ -1,0 +1,12 @@
+"""Request-scoped access to the Broker built in create_app."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from broker.services import Broker
+
+
+def get_broker(request: Request) -> Broker:
+    broker: Broker = request.app.state.broker
+    return broker

@@ -1,0 +1,121 @@
+"""Catalog endpoints: sites, pools, latency, residency policies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, Query
+
+from api.deps import get_broker
+from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
+from broker.domain import CapacityType
+from broker.errors import InvalidRequest, NotFound
+from broker.latency import parse_geo
+from broker.pooltable import CAPACITY_TYPES
+from broker.residency import BUILTIN_POLICIES
+from broker.services import Broker
+
+router = APIRouter(prefix="/v1", tags=["catalog"])
+
+
+@router.get("/sites", response_model=list[SiteOut])
+def list_sites(
+    broker: Annotated[Broker, Depends(get_broker)],
+    provider: str | None = None,
+    kind: str | None = None,
+    country: str | None = None,
+) -> list[SiteOut]:
+    sites = broker.catalog().sites.values()
+    return [
+        SiteOut.from_domain(s)
+        for s in sites
+        if (provider is None or s.provider == provider)
+        and (kind is None or s.kind == kind)
+        and (country is None or s.country == country.upper())
+    ]
+
+
+@router.get("/pools", response_model=PoolPage)
+def list_pools(
+    broker: Annotated[Broker, Depends(get_broker)],
+    site: str | None = None,
+    provider: str | None = None,
+    capacity_type: CapacityType | None = None,
+    instance_type: str | None = None,
+    min_vcpus: Annotated[float | None, Query(ge=0)] = None,
+    min_memory_gib: Annotated[float | None, Query(ge=0)] = None,
+    min_gpus: Annotated[float | None, Query(ge=0)] = None,
+    arch: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> PoolPage:
+    cat = broker.catalog()
+    t = cat.table
+    ok = np.ones(t.n_pools, dtype=bool)
+    if site is not None:
+        if site not in t.site_index:
+            raise NotFound(f"site {site!r} does not exist")
+        ok &= t.site_idx == t.site_index[site]
+    if provider is not None:
+        ok &= t.provider_mask([provider])
+    if capacity_type is not None:
+        ok &= t.cap_idx == CAPACITY_TYPES.index(capacity_type)
+    if min_vcpus is not None:
+        ok &= t.vcpus >= min_vcpus
+    if min_memory_gib is not None:
+        ok &= t.memory_gib >= min_memory_gib
+    if min_gpus is not None:
+        ok &= t.gpus >= min_gpus
+    idx = np.flatnonzero(ok)
+    pools = [t.pools[i] for i in idx]
+    if arch is not None:
+        pools = [p for p in pools if p.arch == arch]
+    if instance_type is not None:
+        pools = [p for p in pools if p.instance_type == instance_type]
+    page = pools[offset : offset + limit]
+    return PoolPage(
+        items=[PoolOut.from_domain(p) for p in page], total=len(pools), limit=limit, offset=offset
+    )
+
+
+@router.get("/pools/{pool_id:path}", response_model=PoolOut)
+def get_pool(pool_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> PoolOut:
+    t = broker.catalog().table
+    i = t.pool_index.get(pool_id)
+    if i is None:
+        raise NotFound(f"pool {pool_id!r} does not exist")
+    return PoolOut.from_domain(t.pools[i])
+
+
+@router.get("/latency")
+def latency(
+    broker: Annotated[Broker, Depends(get_broker)],
+    from_: Annotated[str, Query(alias="from", description="site id")],
+    to: Annotated[str, Query(description="site id or geo:lat,lon")],
+) -> dict[str, Any]:
+    cat = broker.catalog()
+    if from_ not in cat.sites:
+        raise InvalidRequest(
+            f"unknown site {from_!r}", errors=[{"loc": ["query", "from"], "msg": "unknown site"}]
+        )
+    dst: str | tuple[float, float]
+    if to.startswith("geo:"):
+        try:
+            dst = parse_geo(to)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc), errors=[{"loc": ["query", "to"], "msg": str(exc)}]) from exc
+    elif to in cat.sites:
+        dst = to
+    else:
+        raise InvalidRequest(f"unknown site {to!r}", errors=[{"loc": ["query", "to"], "msg": "unknown site"}])
+    try:
+        rtt, source = cat.latency.rtt(from_, dst)
+    except (KeyError, ValueError) as exc:
+        raise InvalidRequest(f"no latency estimate possible: {exc}") from exc
+    return {"from": from_, "to": to, "rtt_ms": round(rtt, 2), "source": source}
+
+
+@router.get("/policies", response_model=list[PolicyOut])
+def policies() -> list[PolicyOut]:
+    return [PolicyOut.from_domain(p) for p in BUILTIN_POLICIES.values()]

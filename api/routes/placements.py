@@ -1,0 +1,57 @@
+"""Placement endpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from api.deps import get_broker
+from api.schemas import PlacementPage, PlacementSummary
+from broker.services import Broker
+from broker.wire import PlacementOut, PlacementRequestIn
+
+router = APIRouter(prefix="/v1", tags=["placements"])
+
+_PROBLEM = {"content": {"application/problem+json": {}}}
+
+
+@router.post(
+    "/placements",
+    response_model=PlacementOut,
+    status_code=201,
+    responses={
+        200: {"model": PlacementOut, "description": "dry run, nothing stored"},
+        422: {
+            "description": "invalid or infeasible request (problem+json with errors or conflicts)",
+            **_PROBLEM,
+        },
+    },
+)
+def create_placement(
+    body: PlacementRequestIn, response: Response, broker: Annotated[Broker, Depends(get_broker)]
+) -> dict[str, Any]:
+    doc, stored = broker.place(body)
+    if stored:
+        response.headers["Location"] = f"/v1/placements/{doc['id']}"
+    else:
+        response.status_code = 200
+    return doc
+
+
+@router.get("/placements", response_model=PlacementPage)
+def list_placements(
+    broker: Annotated[Broker, Depends(get_broker)],
+    name: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> PlacementPage:
+    items, total = broker.list_placements(limit=limit, offset=offset, name=name)
+    return PlacementPage(
+        items=[PlacementSummary(**i) for i in items], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get("/placements/{placement_id}", response_model=PlacementOut, responses={404: _PROBLEM})
+def get_placement(placement_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
+    return broker.get_placement(placement_id)

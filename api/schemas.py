@@ -1,0 +1,112 @@
+"""API response shapes for the catalog. Placement documents live in broker.wire
+(shared with the CLI); these are built from domain objects with from_domain()."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from broker.domain import Pool, ResidencyPolicy, Site
+
+
+class SiteOut(BaseModel):
+    id: str
+    provider: str
+    kind: str
+    region: str
+    name: str
+    country: str
+    jurisdictions: list[str]
+    lat: float | None
+    lon: float | None
+    carbon_g_per_kwh: float | None
+
+    @classmethod
+    def from_domain(cls, s: Site) -> SiteOut:
+        return cls(
+            id=s.id,
+            provider=s.provider,
+            kind=s.kind.value,
+            region=s.region,
+            name=s.name,
+            country=s.country,
+            jurisdictions=list(s.jurisdictions),
+            lat=s.lat,
+            lon=s.lon,
+            carbon_g_per_kwh=s.carbon_g_per_kwh,
+        )
+
+
+class PoolOut(BaseModel):
+    id: str
+    site: str
+    instance_type: str
+    capacity_type: str
+    arch: str
+    vcpus: float
+    memory_gib: float
+    gpus: float
+    gpu_model: str | None
+    price_per_hour: float
+    max_nodes: int | None
+    price_source: str
+    price_as_of: str
+
+    @classmethod
+    def from_domain(cls, p: Pool) -> PoolOut:
+        return cls(
+            id=p.id,
+            site=p.site,
+            instance_type=p.instance_type,
+            capacity_type=p.capacity_type.value,
+            arch=p.arch.value,
+            vcpus=p.vcpus,
+            memory_gib=p.memory_gib,
+            gpus=p.gpus,
+            gpu_model=p.gpu_model,
+            price_per_hour=p.price_per_hour,
+            max_nodes=p.max_nodes,
+            price_source=p.price_source,
+            price_as_of=p.price_as_of,
+        )
+
+
+class PoolPage(BaseModel):
+    items: list[PoolOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class PolicyOut(BaseModel):
+    name: str
+    description: str
+    allowed_countries: list[str]
+    denied_countries: list[str]
+    allowed_jurisdictions: list[str]
+
+    @classmethod
+    def from_domain(cls, p: ResidencyPolicy) -> PolicyOut:
+        return cls(
+            name=p.name,
+            description=p.description,
+            allowed_countries=sorted(p.allowed_countries),
+            denied_countries=sorted(p.denied_countries),
+            allowed_jurisdictions=sorted(p.allowed_jurisdictions),
+        )
+
+
+class PlacementSummary(BaseModel):
+    id: str
+    name: str
+    created_at: str
+    status: str
+    cost_per_hour: float
+    baseline_cost_per_hour: float | None
+    savings_pct: float | None
+
+
+class PlacementPage(BaseModel):
+    items: list[PlacementSummary]
+    total: int
+    limit: int
+    offset: int

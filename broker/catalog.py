@@ -1,0 +1,297 @@
+"""The catalog: sites, pools, latencies and transfer/storage prices.
+
+Stored in the database (loaded from the bundled snapshot, refreshed from
+provider feeds) and read into one immutable in-memory `Catalog` per catalog
+version, which every placement of that version shares.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.db.models import (
+    CatalogMetaRow,
+    EgressRow,
+    LatencyRow,
+    PoolRow,
+    SiteRow,
+    StoragePriceRow,
+)
+from broker.db.session import transaction
+from broker.domain import Arch, CapacityType, Pool, Site, SiteKind, UserRegion
+from broker.latency import LatencyModel
+from broker.pooltable import FloatArray, PoolTable, build_pool_table
+from broker.solver.problem import STORAGE_TIERS
+from pricing import snapshot
+
+PUBLIC_PROVIDERS = ("aws", "azure", "gcp")
+_CHUNK = 20_000
+
+
+@dataclass(frozen=True)
+class Catalog:
+    version: str
+    sites: dict[str, Site]
+    table: PoolTable
+    latency: LatencyModel
+    egress: FloatArray  # [site, site] USD/GB, NaN unknown
+    internet_egress: FloatArray  # [site] USD/GB
+    storage: FloatArray  # [site, tier] USD per GB-month
+    price_as_of: dict[str, str]  # provider -> newest price date
+
+    def user_rtt(self, regions: Iterable[UserRegion]) -> dict[str, FloatArray]:
+        """RTT from every site to each user region (measured where known, else estimated)."""
+        out: dict[str, FloatArray] = {}
+        for u in regions:
+            dst = u.site if u.site is not None else (float(u.lat or 0.0), float(u.lon or 0.0))
+            out[u.name] = np.array([self._rtt_or_inf(s.id, dst) for s in self.table.sites], dtype=np.float64)
+        return out
+
+    def _rtt_or_inf(self, src: str, dst: str | tuple[float, float]) -> float:
+        if src == dst:
+            return 0.0
+        try:
+            return self.latency.rtt(src, dst)[0]
+        except (KeyError, ValueError):
+            return float("inf")  # a site without coordinates can promise no latency
+
+
+# ---- loading the bundled snapshot ---------------------------------------------------
+
+
+def _bulk_insert(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
+    for i in range(0, len(rows), _CHUNK):
+        session.execute(insert(table), rows[i : i + _CHUNK])
+
+
+def bump_version(session: Session) -> str:
+    version = uuid.uuid4().hex
+    session.merge(CatalogMetaRow(key="version", value=version))
+    session.merge(CatalogMetaRow(key="updated_at", value=datetime.now(UTC).isoformat()))
+    return version
+
+
+def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
+    """(Re)load the bundled public catalog in one transaction; private/edge sites stay."""
+    sites = snapshot.read_sites()
+    pools = snapshot.read_pools()
+    site_ids = {s["id"] for s in sites}
+    pool_rows = _pool_rows(pools, site_ids)
+    latency = snapshot.read_latency()
+    egress = snapshot.read_egress()
+    internet = snapshot.read_internet_egress()
+    storage = snapshot.read_storage()
+    with transaction(factory) as s:
+        public = select(SiteRow.id).where(SiteRow.provider.in_(PUBLIC_PROVIDERS))
+        s.execute(delete(PoolRow).where(PoolRow.site.in_(public)))
+        s.execute(delete(SiteRow).where(SiteRow.provider.in_(PUBLIC_PROVIDERS)))
+        s.execute(delete(LatencyRow))
+        s.execute(delete(EgressRow))
+        s.execute(delete(StoragePriceRow).where(StoragePriceRow.provider.in_(PUBLIC_PROVIDERS)))
+        now = datetime.now(UTC)
+        _bulk_insert(
+            s,
+            SiteRow,
+            [{**site, "jurisdictions": list(site["jurisdictions"]), "updated_at": now} for site in sites],
+        )
+        _bulk_insert(s, PoolRow, pool_rows)
+        _bulk_insert(
+            s,
+            LatencyRow,
+            [
+                {"src": a, "dst": b, "rtt_ms": float(r), "statistic": str(st), "source": str(so)}
+                for a, b, r, st, so in zip(
+                    latency["src"],
+                    latency["dst"],
+                    latency["rtt_ms"],
+                    latency["statistic"],
+                    latency["source"],
+                    strict=True,
+                )
+            ],
+        )
+        egress_rows = [
+            {"src": str(a), "dst": str(b), "usd_per_gb": float(p)}
+            for a, b, p in zip(egress["src"], egress["dst"], egress["usd_per_gb"], strict=True)
+        ]
+        egress_rows += [{"src": k, "dst": "internet", "usd_per_gb": v} for k, v in internet.items()]
+        _bulk_insert(s, EgressRow, egress_rows)
+        _bulk_insert(
+            s,
+            StoragePriceRow,
+            [
+                {
+                    "provider": str(p),
+                    "tier": str(t),
+                    "usd_per_gb_month": float(v),
+                    "product": str(pr),
+                    "source": str(so),
+                }
+                for p, t, v, pr, so in zip(
+                    storage["provider"],
+                    storage["tier"],
+                    storage["usd_per_gb_month"],
+                    storage["product"],
+                    storage["source"],
+                    strict=True,
+                )
+                if str(p) in PUBLIC_PROVIDERS
+            ],
+        )
+        bump_version(s)
+    return {"sites": len(sites), "pools": len(pool_rows), "latency_pairs": len(latency)}
+
+
+def _pool_rows(pools: Any, site_ids: set[str]) -> list[dict[str, Any]]:
+    cols = [
+        pools[c].tolist()
+        for c in (
+            "site",
+            "instance_type",
+            "capacity_type",
+            "arch",
+            "vcpus",
+            "memory_gib",
+            "gpus",
+            "gpu_model",
+            "price_per_hour",
+            "price_source",
+            "price_as_of",
+            "reserved_3yr_per_hour",
+        )
+    ]
+    rows = []
+    for site, it, ct, arch, v, m, g, gm, price, src, asof, r3 in zip(*cols, strict=True):
+        if site not in site_ids:
+            continue
+        rows.append(
+            {
+                "id": f"{site}/{it}/{ct}",
+                "site": site,
+                "instance_type": it,
+                "capacity_type": ct,
+                "arch": arch,
+                "vcpus": float(v),
+                "memory_gib": float(m),
+                "gpus": float(g) if g == g else 0.0,
+                "gpu_model": gm if isinstance(gm, str) and gm else None,
+                "price_per_hour": float(price),
+                "max_nodes": None,
+                "price_source": src,
+                "price_as_of": str(asof),
+                "reserved_3yr_per_hour": float(r3) if r3 == r3 and r3 is not None else None,
+            }
+        )
+    return rows
+
+
+def is_empty(factory: sessionmaker[Session]) -> bool:
+    with factory() as s:
+        return not s.scalar(select(func.count()).select_from(PoolRow))
+
+
+def current_version(session: Session) -> str:
+    return session.scalar(select(CatalogMetaRow.value).where(CatalogMetaRow.key == "version")) or "empty"
+
+
+# ---- reading it back ----------------------------------------------------------------
+
+
+def read_catalog(factory: sessionmaker[Session]) -> Catalog:
+    with factory() as s:
+        version = current_version(s)
+        sites = [r.to_domain() for r in s.scalars(select(SiteRow).order_by(SiteRow.id))]
+        rows = s.execute(
+            select(
+                PoolRow.id,
+                PoolRow.site,
+                PoolRow.instance_type,
+                PoolRow.capacity_type,
+                PoolRow.arch,
+                PoolRow.vcpus,
+                PoolRow.memory_gib,
+                PoolRow.gpus,
+                PoolRow.gpu_model,
+                PoolRow.price_per_hour,
+                PoolRow.max_nodes,
+                PoolRow.price_source,
+                PoolRow.price_as_of,
+            ).order_by(PoolRow.id)
+        ).all()
+        latency_rows = s.execute(
+            select(LatencyRow.src, LatencyRow.dst, LatencyRow.rtt_ms, LatencyRow.source)
+        ).all()
+        egress_rows = s.execute(select(EgressRow.src, EgressRow.dst, EgressRow.usd_per_gb)).all()
+        storage_rows = s.execute(
+            select(StoragePriceRow.provider, StoragePriceRow.tier, StoragePriceRow.usd_per_gb_month)
+        ).all()
+    caps = {c.value: c for c in CapacityType}
+    arches = {a.value: a for a in Arch}
+    pools = [
+        Pool(pid, site, it, caps[ct], arches[arch], v, m, g or 0.0, gm, price, mx, src, asof)
+        for pid, site, it, ct, arch, v, m, g, gm, price, mx, src, asof in rows
+    ]
+    table = build_pool_table(sites, pools)
+    site_map = {s.id: s for s in sites}
+    latency = LatencyModel(site_map, [tuple(r) for r in latency_rows])
+
+    n = len(sites)
+    idx = table.site_index
+    egress = np.full((n, n), np.nan)
+    internet_by_key: dict[str, float] = {}
+    for src, dst, price in egress_rows:
+        if dst == "internet":
+            internet_by_key[src] = price
+        elif src in idx and dst in idx:
+            egress[idx[src], idx[dst]] = price
+    internet = np.array(
+        [
+            internet_by_key.get(
+                s.id, internet_by_key.get(f"{s.provider}:*", 0.0 if s.kind != SiteKind.PUBLIC else 0.09)
+            )
+            for s in sites
+        ]
+    )
+    tier_col = {t.value: i for i, t in enumerate(STORAGE_TIERS)}
+    by_provider: dict[str, np.ndarray] = {}
+    for provider, tier, price in storage_rows:
+        if tier in tier_col:
+            by_provider.setdefault(provider, np.zeros(len(STORAGE_TIERS)))[tier_col[tier]] = price
+    storage = np.array([by_provider.get(s.provider, np.zeros(len(STORAGE_TIERS))) for s in sites]).reshape(
+        n, len(STORAGE_TIERS)
+    )
+    as_of: dict[str, str] = {}
+    for p in pools:
+        provider = p.site.split(":", 1)[0]
+        if p.price_as_of > as_of.get(provider, ""):
+            as_of[provider] = p.price_as_of
+    return Catalog(version, site_map, table, latency, egress, internet, storage, as_of)
+
+
+class CatalogCache:
+    """One in-memory catalog per catalog version; rebuilt when the version changes."""
+
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._catalog: Catalog | None = None
+
+    def get(self) -> Catalog:
+        with self._factory() as s:
+            version = current_version(s)
+        cat = self._catalog
+        if cat is not None and cat.version == version:
+            return cat
+        with self._lock:
+            if self._catalog is None or self._catalog.version != version:
+                self._catalog = read_catalog(self._factory)
+            return self._catalog

@@ -1,0 +1,207 @@
+"""The `broker` command (see ../shared/spec/cli-and-files.md for the contract)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+import yaml
+from rich.console import Console
+
+from broker.errors import BrokerError, Infeasible, InvalidRequest
+from broker.settings import Settings
+
+app = typer.Typer(
+    help="Hybrid-cloud, cost-optimizing placement broker.", no_args_is_help=True, add_completion=False
+)
+catalog_app = typer.Typer(help="The bundled price and site catalog.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+out = Console()
+err = Console(stderr=True)
+
+EXIT_OK, EXIT_INVALID, EXIT_INFEASIBLE, EXIT_OVER_LIMIT = 0, 2, 3, 4
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def _broker() -> Any:
+    from broker.services import Broker
+
+    return Broker.open(Settings())
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8080,
+    workers: Annotated[int, typer.Option(help="worker processes")] = 1,
+) -> None:
+    """Migrate the database, load the catalog if empty, serve the API."""
+    import uvicorn
+
+    from api.app import create_app
+
+    with err.status("preparing database and catalog (first start loads ~190k prices)..."):
+        broker = _broker()
+        cat = broker.catalog()
+    err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
+    err.print(f"serving on http://{host}:{port}  (docs at /docs)")
+    if workers > 1:
+        uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="info")
+    else:
+        uvicorn.run(create_app(broker=broker), host=host, port=port, log_level="info")
+
+
+@catalog_app.command("load")
+def catalog_load() -> None:
+    """(Re)load the bundled price and site snapshot."""
+    from broker import catalog
+    from broker.services import Broker
+
+    broker = Broker.open(Settings())
+    with err.status("loading bundled catalog..."):
+        counts = catalog.load_snapshot(broker.sessions)
+    out.print(
+        f"loaded {counts['sites']} sites, {counts['pools']} pools, {counts['latency_pairs']} latency pairs"
+    )
+
+
+def _read_request(path: Path) -> Any:
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as exc:
+        raise InvalidRequest(
+            f"cannot read {path}: {exc.strerror}", errors=[{"loc": ["file"], "msg": str(exc)}]
+        ) from exc
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise InvalidRequest(
+            f"{path} is not valid JSON/YAML: {exc}", errors=[{"loc": ["file"], "msg": str(exc)}]
+        ) from exc
+
+
+def _place_remote(server: str, doc: Any) -> dict[str, Any]:
+    try:
+        r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300)
+    except httpx.HTTPError as exc:
+        err.print(f"[red]cannot reach {server}: {exc}[/red]")
+        raise typer.Exit(1) from exc
+    body = r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
+    if r.status_code in (200, 201):
+        return dict(body)
+    if r.status_code == 422 and "conflicts" in body:
+        raise Infeasible(body.get("detail", "infeasible"), conflicts=body["conflicts"])
+    if 400 <= r.status_code < 500:
+        raise InvalidRequest(body.get("detail", "invalid request"), errors=body.get("errors", []))
+    err.print(f"[red]server error {r.status_code}: {body.get('detail')}[/red]")
+    raise typer.Exit(1)
+
+
+def _previous_remote(server: str, name: str) -> dict[str, Any] | None:
+    r = httpx.get(f"{server.rstrip('/')}/v1/placements", params={"name": name, "limit": 1}, timeout=30)
+    items = r.json().get("items", []) if r.status_code == 200 else []
+    if not items:
+        return None
+    got = httpx.get(f"{server.rstrip('/')}/v1/placements/{items[0]['id']}", timeout=30)
+    return dict(got.json()) if got.status_code == 200 else None
+
+
+@app.command()
+def place(
+    file: Annotated[Path, typer.Option("-f", "--file", help="request document (JSON or YAML; - for stdin)")],
+    server: Annotated[str | None, typer.Option(help="broker URL; embedded when omitted")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="output format")] = OutputFormat.table,
+    max_cost_per_hour: Annotated[float | None, typer.Option(help="exit 4 when the plan costs more")] = None,
+    max_increase_pct: Annotated[
+        float | None,
+        typer.Option(help="exit 4 when the plan costs this much more than the stored one of the same name"),
+    ] = None,
+) -> None:
+    """Place a request. Exit codes: 0 placed, 2 invalid input, 3 infeasible, 4 over a cost limit."""
+    try:
+        doc = _read_request(file)
+        if server:
+            previous = _previous_remote(server, str(doc.get("name", ""))) if isinstance(doc, dict) else None
+            result = _place_remote(server, doc)
+        else:
+            broker = _broker()
+            previous = None
+            if isinstance(doc, dict) and doc.get("name"):
+                items, _ = broker.list_placements(name=str(doc["name"]), limit=1)
+                previous = broker.get_placement(items[0]["id"]) if items else None
+            with err.status("solving..."):
+                result, _stored = broker.place(doc)
+    except Infeasible as exc:
+        _print_infeasible(exc, fmt)
+        raise typer.Exit(EXIT_INFEASIBLE) from exc
+    except InvalidRequest as exc:
+        _print_invalid(exc, fmt)
+        raise typer.Exit(EXIT_INVALID) from exc
+    except BrokerError as exc:
+        err.print(f"[red]{exc.title}: {exc.detail}[/red]")
+        raise typer.Exit(1) from exc
+
+    from broker.report import render_markdown, render_table
+
+    if fmt is OutputFormat.json:
+        out.print_json(json.dumps(result))
+    elif fmt is OutputFormat.markdown:
+        print(render_markdown(result, previous=previous))
+    else:
+        render_table(out, result)
+
+    over = []
+    cost = float(result["cost_per_hour"])
+    if max_cost_per_hour is not None and cost > max_cost_per_hour + 1e-9:
+        over.append(f"cost {cost:.4f} USD/h is above --max-cost-per-hour {max_cost_per_hour:g}")
+    if max_increase_pct is not None and previous is not None:
+        prev = float(previous["cost_per_hour"])
+        if prev > 0 and (cost - prev) / prev * 100 > max_increase_pct + 1e-9:
+            over.append(
+                f"cost rises {(cost - prev) / prev * 100:.1f}% over placement {previous.get('id')} "
+                f"(limit {max_increase_pct:g}%)"
+            )
+    if over:
+        for line in over:
+            err.print(f"[red]over limit:[/red] {line}")
+        raise typer.Exit(EXIT_OVER_LIMIT)
+
+
+def _print_infeasible(exc: Infeasible, fmt: OutputFormat) -> None:
+    if fmt is OutputFormat.json:
+        print(
+            json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2)
+        )
+        return
+    err.print(f"[red]infeasible:[/red] {exc.detail}")
+    for c in exc.conflicts:
+        err.print(f"  - {c}")
+
+
+def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
+    if fmt is OutputFormat.json:
+        print(json.dumps({"status": "invalid", "detail": exc.detail, "errors": exc.errors}, indent=2))
+        return
+    err.print(f"[red]invalid request:[/red] {exc.detail}")
+    for e in exc.errors:
+        loc = ".".join(str(p) for p in e.get("loc", []))
+        err.print(f"  - {loc}: {e.get('msg')}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Domain types shared by the solver, the catalog, the store and the API.
+
+Frozen dataclasses, no I/O. Money is USD per hour as float at this level
+(the catalog's decimal strings round-trip exactly); the solver converts to
+integer micro-dollars where it needs exact arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class CapacityType(StrEnum):
+    ONDEMAND = "ondemand"
+    SPOT = "spot"
+    RESERVED = "reserved"
+
+
+class SiteKind(StrEnum):
+    PUBLIC = "public"
+    PRIVATE = "private"
+    EDGE = "edge"
+
+
+class Arch(StrEnum):
+    AMD64 = "amd64"
+    ARM64 = "arm64"
+
+
+class StorageTier(StrEnum):
+    STANDARD = "standard"
+    SSD = "ssd"
+    PREMIUM = "premium"
+
+
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    id: str  # "aws:eu-central-1", "private:fra-dc1", "edge:munich-store-17"
+    provider: str  # aws | azure | gcp | private | edge
+    kind: SiteKind
+    region: str
+    country: str  # ISO 3166-1 alpha-2
+    jurisdictions: tuple[str, ...]
+    lat: float | None
+    lon: float | None
+    carbon_g_per_kwh: float | None = None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    id: str  # "<site>/<instance-type>/<capacity-type>"
+    site: str
+    instance_type: str
+    capacity_type: CapacityType
+    arch: Arch
+    vcpus: float
+    memory_gib: float
+    gpus: float
+    gpu_model: str | None
+    price_per_hour: float
+    max_nodes: int | None  # None = unbounded (public on-demand/spot)
+    price_source: str
+    price_as_of: str  # ISO 8601
+
+    @staticmethod
+    def make_id(site: str, instance_type: str, capacity_type: CapacityType | str) -> str:
+        return f"{site}/{instance_type}/{CapacityType(capacity_type).value}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResidencyPolicy:
+    """Where data may live. Empty allow-lists mean "no restriction of that kind"."""
+
+    name: str
+    allowed_countries: frozenset[str] = frozenset()
+    denied_countries: frozenset[str] = frozenset()
+    allowed_jurisdictions: frozenset[str] = frozenset()
+    description: str = ""
+
+    def allows(self, site: Site) -> bool:
+        if site.country in self.denied_countries:
+            return False
+        if not self.allowed_countries and not self.allowed_jurisdictions:
+            return True
+        if site.country in self.allowed_countries:
+            return True
+        return bool(self.allowed_jurisdictions.intersection(site.jurisdictions))
+
+
+@dataclass(frozen=True, slots=True)
+class UserRegion:
+    name: str
+    lat: float | None = None
+    lon: float | None = None
+    site: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    workload: str
+    gib_per_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    replicas: int
+    cpu: float
+    memory_gib: float
+    gpus: float = 0.0
+    gpu_model: str | None = None
+    arch: tuple[Arch, ...] = (Arch.AMD64,)
+    storage_gib: float = 0.0
+    storage_tier: StorageTier = StorageTier.SSD
+    residency: ResidencyPolicy | None = None
+    latency_slo_ms: Mapping[str, float] = field(default_factory=dict)
+    min_sites: int = 1
+    capacity_types: tuple[CapacityType, ...] = (CapacityType.ONDEMAND, CapacityType.RESERVED)
+    providers: tuple[str, ...] | None = None
+    depends_on: tuple[Dependency, ...] = ()
+    max_spot_fraction: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Objective:
+    cost: float = 1.0
+    latency: float = 0.0  # weight on replica-seconds of user RTT per hour (see docs/solver.md)
+    carbon: float = 0.0  # weight on kg CO2e per hour
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementRequest:
+    name: str
+    workloads: tuple[Workload, ...]
+    user_regions: tuple[UserRegion, ...] = ()
+    horizon_hours: float = HOURS_PER_MONTH
+    objective: Objective = Objective()
+    dry_run: bool = False
+    time_limit_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    cost_per_hour: float
+    binding: tuple[str, ...]
+    next_best: str | None
+    next_best_extra_per_hour: float | None = None
+    cost_breakdown: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    workload: str
+    pool: str
+    site: str
+    replicas: int
+    latency_ms: Mapping[str, float]
+    explanation: Explanation
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocation:
+    pool: str
+    count: int
+    cost_per_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    policy: str
+    cost_per_hour: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementResult:
+    status: str  # optimal | feasible | infeasible
+    objective_value: float
+    cost_per_hour: float
+    lower_bound_per_hour: float
+    gap_pct: float
+    baseline: Baseline
+    savings_pct: float | None
+    solve_ms: int
+    nodes: tuple[NodeAllocation, ...]
+    assignments: tuple[Assignment, ...]
+    egress_cost_per_hour: float = 0.0
+    storage_cost_per_hour: float = 0.0
+    rejected: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # workload -> reason -> pools
+    warnings: tuple[str, ...] = ()

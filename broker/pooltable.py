@@ -1,0 +1,148 @@
+"""Columnar view of the catalog's pools and sites for vectorised filtering.
+
+The full public catalog has ~200k pools; per-request filters run as numpy
+masks over these columns instead of Python loops over Pool objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from broker.domain import Arch, CapacityType, Pool, Site
+
+CAPACITY_TYPES: tuple[CapacityType, ...] = tuple(CapacityType)
+ARCHES: tuple[Arch, ...] = tuple(Arch)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class PoolTable:
+    sites: tuple[Site, ...]
+    pools: tuple[Pool, ...]
+    site_index: dict[str, int]
+    pool_index: dict[str, int]
+    # per pool
+    site_idx: IntArray
+    cap_idx: IntArray  # index into CAPACITY_TYPES
+    arch_idx: IntArray  # index into ARCHES
+    vcpus: FloatArray
+    memory_gib: FloatArray
+    gpus: FloatArray
+    gpu_model: npt.NDArray[np.object_]
+    price: FloatArray
+    max_nodes: FloatArray  # inf = unbounded
+    dominated: BoolArray  # never useful: a same-site pool is at least as large and as cheap
+    # per site
+    site_provider: npt.NDArray[np.object_]
+    site_lat: FloatArray
+    site_lon: FloatArray
+
+    @property
+    def n_pools(self) -> int:
+        return len(self.pools)
+
+    @property
+    def n_sites(self) -> int:
+        return len(self.sites)
+
+    def provider_mask(self, providers: Sequence[str]) -> BoolArray:
+        """Pools whose site belongs to one of `providers`."""
+        site_ok = np.isin(self.site_provider, list(providers))
+        return np.asarray(site_ok[self.site_idx], dtype=bool)
+
+
+def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool]) -> PoolTable:
+    site_list = tuple(sites)
+    site_index = {s.id: i for i, s in enumerate(site_list)}
+    pool_list = tuple(p for p in pools if p.site in site_index)
+    cap_pos = {c: i for i, c in enumerate(CAPACITY_TYPES)}
+    arch_pos = {a: i for i, a in enumerate(ARCHES)}
+    site_idx = np.fromiter((site_index[p.site] for p in pool_list), dtype=np.int64, count=len(pool_list))
+    cap_idx = np.fromiter((cap_pos[p.capacity_type] for p in pool_list), dtype=np.int64, count=len(pool_list))
+    arch_idx = np.fromiter((arch_pos[p.arch] for p in pool_list), dtype=np.int64, count=len(pool_list))
+    vcpus = np.fromiter((p.vcpus for p in pool_list), dtype=np.float64, count=len(pool_list))
+    mem = np.fromiter((p.memory_gib for p in pool_list), dtype=np.float64, count=len(pool_list))
+    gpus = np.fromiter((p.gpus for p in pool_list), dtype=np.float64, count=len(pool_list))
+    gpu_model = np.array([p.gpu_model or "" for p in pool_list], dtype=object)
+    price = np.fromiter((p.price_per_hour for p in pool_list), dtype=np.float64, count=len(pool_list))
+    max_nodes = np.fromiter(
+        (np.inf if p.max_nodes is None else float(p.max_nodes) for p in pool_list),
+        dtype=np.float64,
+        count=len(pool_list),
+    )
+    dominated = _dominated(site_idx, cap_idx, arch_idx, gpu_model, vcpus, mem, gpus, price, max_nodes)
+    return PoolTable(
+        sites=site_list,
+        pools=pool_list,
+        site_index=site_index,
+        pool_index={p.id: i for i, p in enumerate(pool_list)},
+        site_idx=site_idx,
+        cap_idx=cap_idx,
+        arch_idx=arch_idx,
+        vcpus=vcpus,
+        memory_gib=mem,
+        gpus=gpus,
+        gpu_model=gpu_model,
+        price=price,
+        max_nodes=max_nodes,
+        dominated=dominated,
+        site_provider=np.array([s.provider for s in site_list], dtype=object),
+        site_lat=np.array([np.nan if s.lat is None else s.lat for s in site_list], dtype=np.float64),
+        site_lon=np.array([np.nan if s.lon is None else s.lon for s in site_list], dtype=np.float64),
+    )
+
+
+def _dominated(
+    site_idx: IntArray,
+    cap_idx: IntArray,
+    arch_idx: IntArray,
+    gpu_model: npt.NDArray[np.object_],
+    vcpus: FloatArray,
+    mem: FloatArray,
+    gpus: FloatArray,
+    price: FloatArray,
+    max_nodes: FloatArray,
+) -> BoolArray:
+    """Mark pools that no cost-minimising placement needs.
+
+    Pool p is dominated when another unbounded pool q of the same site,
+    capacity type, architecture and GPU model is at least as large in every
+    resource and no dearer: every replica that fits p fits q, passes the same
+    filters, and q's nodes cost no more. Bounded (owned) pools are never
+    pruned, their node count is part of the answer.
+    """
+    n = len(price)
+    out = np.zeros(n, dtype=bool)
+    if n == 0:
+        return out
+    keys: dict[tuple[int, int, int, str], list[int]] = {}
+    for i in range(n):
+        keys.setdefault((int(site_idx[i]), int(cap_idx[i]), int(arch_idx[i]), str(gpu_model[i])), []).append(
+            i
+        )
+    for members in keys.values():
+        if len(members) < 2:
+            continue
+        idx = np.array(members)
+        # rank: cheapest first; among equal prices the larger node first, so exact ties keep one pool
+        idx = idx[np.lexsort((-gpus[idx], -mem[idx], -vcpus[idx], price[idx]))]
+        v, m, g, pr = vcpus[idx], mem[idx], gpus[idx], price[idx]
+        unbounded = max_nodes[idx] == np.inf
+        # covers[j, i]: pool j (ranked before i) is at least as large as i and no dearer
+        covers = (
+            (v[:, None] >= v[None, :])
+            & (m[:, None] >= m[None, :])
+            & (g[:, None] >= g[None, :])
+            & (pr[:, None] <= pr[None, :])
+            & unbounded[:, None]
+            & np.tri(len(idx), k=-1, dtype=bool).T
+        )
+        out[idx] = covers.any(axis=0) & unbounded
+    return out

@@ -1,0 +1,165 @@
+"""Use cases: the only place that ties catalog, solver and store together."""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker import catalog as catalog_mod
+from broker.catalog import Catalog, CatalogCache
+from broker.db.models import PlacementRow
+from broker.db.session import make_engine, migrate, session_factory, transaction
+from broker.errors import InvalidRequest, NotFound
+from broker.settings import Settings
+from broker.solver import PlacementProblem, solve
+from broker.wire import PlacementRequestIn, result_to_document
+
+
+def new_placement_id() -> str:
+    """Time-ordered id: 'pl_' + 48-bit ms timestamp + 80 random bits, Crockford base32 (ULID layout)."""
+    raw = int(time.time() * 1000).to_bytes(6, "big") + os.urandom(10)
+    b32 = base64.b32encode(raw).decode().rstrip("=")
+    return "pl_" + b32.translate(
+        str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+    )
+
+
+def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+        for e in exc.errors(include_url=False, include_context=False)
+    ]
+
+
+def parse_request(doc: Any) -> PlacementRequestIn:
+    if not isinstance(doc, dict):
+        raise InvalidRequest(
+            "the request must be a JSON/YAML object", errors=[{"loc": ["body"], "msg": "not an object"}]
+        )
+    try:
+        return PlacementRequestIn.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidRequest("the placement request is invalid", errors=validation_errors(exc)) from exc
+
+
+@dataclass
+class Broker:
+    """Everything a request needs: settings, database, catalog cache."""
+
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    catalogs: CatalogCache
+
+    @classmethod
+    def open(cls, settings: Settings, *, prepare: bool = True) -> Broker:
+        url = settings.resolved_database_url()
+        if prepare:
+            migrate(url)
+        engine = make_engine(url)
+        factory = session_factory(engine)
+        broker = cls(settings, engine, factory, CatalogCache(factory))
+        if prepare and catalog_mod.is_empty(factory):
+            catalog_mod.load_snapshot(factory)
+        return broker
+
+    def catalog(self) -> Catalog:
+        return self.catalogs.get()
+
+    # ---- placements -------------------------------------------------------------------
+
+    def place(self, doc: PlacementRequestIn | Any, *, tenant: str = "default") -> tuple[dict[str, Any], bool]:
+        """Solve a placement request; store it unless it is a dry run. Returns (document, stored)."""
+        req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
+        request = req_in.to_domain()
+        cat = self.catalog()
+        self._check_references(req_in, cat)
+        problem = PlacementProblem(
+            request=request,
+            table=cat.table,
+            user_rtt=cat.user_rtt(request.user_regions),
+            egress_usd_per_gb=cat.egress,
+            internet_egress_usd_per_gb=cat.internet_egress,
+            storage_usd_per_gb_month=cat.storage,
+        )
+        result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
+        out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
+        used = {n.pool.split(":", 1)[0] for n in result.nodes}
+        out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
+        if request.dry_run:
+            return out, False
+        pid = new_placement_id()
+        now = datetime.now(UTC)
+        out["id"] = pid
+        out["created_at"] = now.isoformat()
+        with transaction(self.sessions) as s:
+            s.add(
+                PlacementRow(
+                    id=pid,
+                    name=request.name,
+                    tenant=tenant,
+                    created_at=now,
+                    status=result.status,
+                    cost_per_hour=result.cost_per_hour,
+                    baseline_cost_per_hour=result.baseline.cost_per_hour,
+                    savings_pct=result.savings_pct,
+                    request=req_in.model_dump(mode="json"),
+                    result=out,
+                )
+            )
+        return out, True
+
+    def _check_references(self, req: PlacementRequestIn, cat: Catalog) -> None:
+        errors = []
+        for i, u in enumerate(req.user_regions):
+            if u.site is not None and u.site not in cat.sites:
+                errors.append({"loc": ["body", "user_regions", i, "site"], "msg": f"unknown site {u.site!r}"})
+        if errors:
+            raise InvalidRequest("the placement request names unknown sites", errors=errors)
+
+    def get_placement(self, pid: str, *, tenant: str = "default") -> dict[str, Any]:
+        with self.sessions() as s:
+            row = s.get(PlacementRow, pid)
+            if row is None or row.tenant != tenant:
+                raise NotFound(f"placement {pid!r} does not exist")
+            return dict(row.result)
+
+    def list_placements(
+        self, *, tenant: str = "default", limit: int = 50, offset: int = 0, name: str | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        with self.sessions() as s:
+            q = select(PlacementRow).where(PlacementRow.tenant == tenant)
+            if name:
+                q = q.where(PlacementRow.name == name)
+            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+            rows = s.scalars(
+                q.order_by(PlacementRow.created_at.desc(), PlacementRow.id.desc()).limit(limit).offset(offset)
+            )
+            items = [
+                {
+                    "id": r.id,
+                    "name": r.name,
+                    "created_at": r.created_at.isoformat(),
+                    "status": r.status,
+                    "cost_per_hour": r.cost_per_hour,
+                    "baseline_cost_per_hour": r.baseline_cost_per_hour,
+                    "savings_pct": r.savings_pct,
+                }
+                for r in rows
+            ]
+        return items, int(total)
+
+
+def open_broker(settings: Settings | None = None) -> Broker:
+    return Broker.open(settings or Settings())
+
+
+__all__ = ["Broker", "make_engine", "open_broker", "parse_request"]

@@ -1,0 +1,136 @@
+"""Candidate filters: which pools may run a workload, and why the others may not.
+
+Each filter is a named boolean mask over the pool table (Karmada-style
+filter results as data), so "why not site X" and the minimal conflicting set
+of an infeasible request are computed from the same masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from broker.domain import Arch, CapacityType, Workload
+from broker.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, PoolTable
+from broker.solver.problem import PlacementProblem
+
+
+@dataclass(frozen=True)
+class NamedMask:
+    label: str  # constraint name used in conflicts/binding lists, e.g. "residency:gdpr-eu on api"
+    reason: str  # short reason key for rejection counts, e.g. "residency"
+    mask: BoolArray  # True = pool allowed by this constraint
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def workload_filters(problem: PlacementProblem, w: Workload) -> list[NamedMask]:
+    """All hard per-pool constraints of `w`, each as a mask (order = report order)."""
+    t = problem.table
+    on = f" on {w.name}"
+    out: list[NamedMask] = []
+
+    fits = (t.vcpus >= w.cpu - 1e-9) & (t.memory_gib >= w.memory_gib - 1e-9)
+    if w.gpus > 0:
+        fits &= t.gpus >= w.gpus - 1e-9
+    size = f"size:cpu={_fmt(w.cpu)},memory_gib={_fmt(w.memory_gib)}"
+    if w.gpus:
+        size += f",gpus={_fmt(w.gpus)}"
+    out.append(NamedMask(size + on, "size", fits))
+    if w.gpu_model:
+        out.append(NamedMask(f"gpu_model:{w.gpu_model}{on}", "gpu_model", t.gpu_model == w.gpu_model))
+
+    arch_ok = np.isin(t.arch_idx, [ARCHES.index(Arch(a)) for a in w.arch])
+    out.append(NamedMask(f"arch:[{','.join(a.value for a in w.arch)}]{on}", "arch", arch_ok))
+
+    caps = list(w.capacity_types)
+    if w.max_spot_fraction is not None and w.max_spot_fraction <= 0:
+        caps = [c for c in caps if c != CapacityType.SPOT]
+    cap_ok = np.isin(t.cap_idx, [CAPACITY_TYPES.index(c) for c in caps])
+    out.append(
+        NamedMask(
+            f"capacity_types:[{','.join(c.value for c in w.capacity_types)}]{on}", "capacity_type", cap_ok
+        )
+    )
+
+    if w.providers:
+        out.append(
+            NamedMask(f"providers:[{','.join(w.providers)}]{on}", "provider", t.provider_mask(w.providers))
+        )
+
+    if w.residency is not None:
+        pol = w.residency
+        site_ok = np.array([pol.allows(s) for s in t.sites], dtype=bool)
+        label = pol.name or "inline"
+        out.append(NamedMask(f"residency:{label}{on}", "residency", site_ok[t.site_idx]))
+
+    for region, slo in w.latency_slo_ms.items():
+        rtt = problem.user_rtt.get(region)
+        if rtt is None:
+            continue  # unknown regions are rejected by request validation
+        site_ok = rtt <= slo
+        out.append(NamedMask(f"latency_slo_ms:{region}<={_fmt(slo)}{on}", "latency", site_ok[t.site_idx]))
+
+    out.append(NamedMask(f"capacity:available{on}", "no_capacity", t.max_nodes > 0))
+    return out
+
+
+def combine(masks: list[NamedMask], n: int) -> BoolArray:
+    ok = np.ones(n, dtype=bool)
+    for m in masks:
+        ok &= m.mask
+    return ok
+
+
+def rejection_counts(masks: list[NamedMask], n: int) -> dict[str, int]:
+    """Pools rejected, counted by the first constraint (in report order) that rejects them."""
+    remaining = np.ones(n, dtype=bool)
+    counts: dict[str, int] = {}
+    for m in masks:
+        rejected = remaining & ~m.mask
+        k = int(rejected.sum())
+        if k:
+            counts[m.reason] = counts.get(m.reason, 0) + k
+        remaining &= m.mask
+    return counts
+
+
+def site_rejection_counts(masks: list[NamedMask], table: PoolTable) -> dict[str, int]:
+    """Sites with no usable pool, counted by the first constraint that empties them."""
+    n_sites = table.n_sites
+    alive = np.zeros(n_sites, dtype=bool)
+    alive[np.unique(table.site_idx)] = True
+    remaining = np.ones(table.n_pools, dtype=bool)
+    counts: dict[str, int] = {}
+    for m in masks:
+        remaining &= m.mask
+        still = np.zeros(n_sites, dtype=bool)
+        still[np.unique(table.site_idx[remaining])] = True
+        lost = int((alive & ~still).sum())
+        if lost:
+            counts[m.reason] = counts.get(m.reason, 0) + lost
+        alive = still
+    return counts
+
+
+def minimal_conflict(
+    masks: list[NamedMask], n: int, *, ok: Callable[[BoolArray], bool] | None = None
+) -> list[str]:
+    """Deletion filter: a smallest-by-inclusion subset of constraints that still leaves no candidate.
+
+    `ok(mask)` says whether a combined mask is satisfiable (default: any pool left).
+    """
+    test = ok if ok is not None else (lambda mk: bool(mk.any()))
+    active = list(masks)
+    i = 0
+    while i < len(active):
+        trial = active[:i] + active[i + 1 :]
+        if not test(combine(trial, n)):
+            active = trial  # still conflicting without it: not needed
+        else:
+            i += 1
+    return [m.label for m in active]

@@ -1,0 +1,251 @@
+"""The placement request and response documents (JSON over REST, JSON/YAML in the CLI).
+
+One definition serves the API (OpenAPI schema, validation) and the embedded
+CLI, so both accept and print exactly the same documents.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from broker.domain import (
+    Arch,
+    CapacityType,
+    Dependency,
+    Objective,
+    PlacementRequest,
+    PlacementResult,
+    StorageTier,
+    UserRegion,
+    Workload,
+)
+from broker.latency import validate_geo
+from broker.residency import resolve_policy
+
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\- ]*$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ObjectiveIn(Strict):
+    cost: float = Field(1.0, ge=0)
+    latency: float = Field(0.0, ge=0)
+    carbon: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> ObjectiveIn:
+        if self.cost + self.latency + self.carbon <= 0:
+            raise ValueError("at least one objective weight must be positive")
+        return self
+
+
+class UserRegionIn(Strict):
+    name: Name
+    lat: float | None = Field(None, ge=-90, le=90)
+    lon: float | None = Field(None, ge=-180, le=180)
+    site: str | None = None
+
+    @model_validator(mode="after")
+    def _one_location(self) -> UserRegionIn:
+        has_geo = self.lat is not None and self.lon is not None
+        if has_geo == (self.site is not None) or (self.lat is None) != (self.lon is None):
+            raise ValueError("give either lat and lon, or site")
+        if has_geo:
+            validate_geo((float(self.lat or 0), float(self.lon or 0)))
+        return self
+
+
+class SpreadIn(Strict):
+    min_sites: int = Field(1, ge=1, le=100)
+
+
+class DependencyIn(Strict):
+    workload: Name
+    gib_per_hour: float = Field(ge=0, le=1e6)
+
+
+class InlineResidency(Strict):
+    allowed_countries: list[str] = Field(default_factory=list)
+    denied_countries: list[str] = Field(default_factory=list)
+    allowed_jurisdictions: list[str] = Field(default_factory=list)
+
+
+class WorkloadIn(Strict):
+    name: Name
+    replicas: int = Field(ge=1, le=100_000)
+    cpu: float = Field(gt=0, le=1024)
+    memory_gib: float = Field(gt=0, le=32_768)
+    gpus: float = Field(0, ge=0, le=64)
+    gpu_model: str | None = Field(None, max_length=80)
+    arch: list[Arch] = Field(default_factory=lambda: [Arch.AMD64], min_length=1)
+    storage_gib: float = Field(0, ge=0, le=1_000_000)
+    storage_tier: StorageTier = StorageTier.SSD
+    residency: str | InlineResidency | None = None
+    latency_slo_ms: dict[str, Annotated[float, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
+    spread: SpreadIn = Field(default_factory=SpreadIn)
+    capacity_types: list[CapacityType] = Field(
+        default_factory=lambda: [CapacityType.ONDEMAND, CapacityType.RESERVED], min_length=1
+    )
+    providers: list[str] | None = Field(None, min_length=1)
+    depends_on: list[DependencyIn] = Field(default_factory=list)
+    max_spot_fraction: float | None = Field(None, ge=0, le=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("residency")
+    @classmethod
+    def _known_policy(cls, v: str | InlineResidency | None) -> str | InlineResidency | None:
+        if v is not None:
+            resolve_policy(v if isinstance(v, str) else v.model_dump())  # raises ValueError with the reason
+        return v
+
+    @field_validator("providers")
+    @classmethod
+    def _known_providers(cls, v: list[str] | None) -> list[str] | None:
+        allowed = {"aws", "azure", "gcp", "private", "edge"}
+        if v is not None:
+            bad = sorted(set(v) - allowed)
+            if bad:
+                raise ValueError(f"unknown provider(s) {bad}; known: {sorted(allowed)}")
+        return v
+
+    def to_domain(self) -> Workload:
+        res = None
+        if self.residency is not None:
+            res = resolve_policy(
+                self.residency if isinstance(self.residency, str) else self.residency.model_dump()
+            )
+        return Workload(
+            name=self.name,
+            replicas=self.replicas,
+            cpu=self.cpu,
+            memory_gib=self.memory_gib,
+            gpus=self.gpus,
+            gpu_model=self.gpu_model,
+            arch=tuple(dict.fromkeys(self.arch)),
+            storage_gib=self.storage_gib,
+            storage_tier=self.storage_tier,
+            residency=res,
+            latency_slo_ms=dict(self.latency_slo_ms),
+            min_sites=self.spread.min_sites,
+            capacity_types=tuple(dict.fromkeys(self.capacity_types)),
+            providers=tuple(self.providers) if self.providers else None,
+            depends_on=tuple(Dependency(d.workload, d.gib_per_hour) for d in self.depends_on),
+            max_spot_fraction=self.max_spot_fraction,
+            labels=dict(self.labels),
+        )
+
+
+class PlacementRequestIn(Strict):
+    name: Name
+    horizon_hours: float = Field(730, gt=0, le=87_600)
+    objective: ObjectiveIn = Field(default_factory=ObjectiveIn)  # type: ignore[arg-type]
+    user_regions: list[UserRegionIn] = Field(default_factory=list)
+    workloads: list[WorkloadIn] = Field(min_length=1)
+    dry_run: bool = False
+    time_limit_s: float = Field(10.0, gt=0, le=600)
+
+    def to_domain(self) -> PlacementRequest:
+        return PlacementRequest(
+            name=self.name,
+            workloads=tuple(w.to_domain() for w in self.workloads),
+            user_regions=tuple(UserRegion(u.name, u.lat, u.lon, u.site) for u in self.user_regions),
+            horizon_hours=self.horizon_hours,
+            objective=Objective(self.objective.cost, self.objective.latency, self.objective.carbon),
+            dry_run=self.dry_run,
+            time_limit_s=self.time_limit_s,
+        )
+
+
+# ---- response ---------------------------------------------------------------------
+
+
+class ExplanationOut(BaseModel):
+    cost_per_hour: float
+    binding: list[str]
+    next_best: str | None
+    next_best_extra_per_hour: float | None = None
+    cost_breakdown: dict[str, float] = Field(default_factory=dict)
+
+
+class AssignmentOut(BaseModel):
+    workload: str
+    pool: str
+    site: str
+    replicas: int
+    latency_ms: dict[str, float]
+    explanation: ExplanationOut
+
+
+class NodeOut(BaseModel):
+    pool: str
+    count: int
+    cost_per_hour: float
+
+
+class BaselineOut(BaseModel):
+    policy: str
+    cost_per_hour: float | None
+
+
+class PlacementOut(BaseModel):
+    id: str | None = None
+    name: str = ""
+    created_at: str | None = None
+    status: Literal["optimal", "feasible", "infeasible"]
+    objective_value: float
+    cost_per_hour: float
+    cost_per_month: float
+    lower_bound_per_hour: float
+    gap_pct: float
+    baseline: BaselineOut
+    savings_pct: float | None
+    solve_ms: int
+    nodes: list[NodeOut]
+    assignments: list[AssignmentOut]
+    egress_cost_per_hour: float
+    storage_cost_per_hour: float
+    rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    price_as_of: dict[str, str] = Field(default_factory=dict)
+
+
+def result_to_document(result: PlacementResult, *, name: str, horizon_hours: float = 730.0) -> dict[str, Any]:
+    """The response document of the contract for a solver result."""
+    return PlacementOut(
+        name=name,
+        status=result.status,  # type: ignore[arg-type]
+        objective_value=result.objective_value,
+        cost_per_hour=result.cost_per_hour,
+        cost_per_month=round(result.cost_per_hour * 730.0, 2),
+        lower_bound_per_hour=result.lower_bound_per_hour,
+        gap_pct=result.gap_pct,
+        baseline=BaselineOut(policy=result.baseline.policy, cost_per_hour=result.baseline.cost_per_hour),
+        savings_pct=result.savings_pct,
+        solve_ms=result.solve_ms,
+        nodes=[NodeOut(pool=n.pool, count=n.count, cost_per_hour=n.cost_per_hour) for n in result.nodes],
+        assignments=[
+            AssignmentOut(
+                workload=a.workload,
+                pool=a.pool,
+                site=a.site,
+                replicas=a.replicas,
+                latency_ms=dict(a.latency_ms),
+                explanation=ExplanationOut(
+                    cost_per_hour=a.explanation.cost_per_hour,
+                    binding=list(a.explanation.binding),
+                    next_best=a.explanation.next_best,
+                    next_best_extra_per_hour=a.explanation.next_best_extra_per_hour,
+                    cost_breakdown=dict(a.explanation.cost_breakdown),
+                ),
+            )
+            for a in result.assignments
+        ],
+        egress_cost_per_hour=result.egress_cost_per_hour,
+        storage_cost_per_hour=result.storage_cost_per_hour,
+        rejected={k: dict(v) for k, v in result.rejected.items()},
+        warnings=list(result.warnings),
+    ).model_dump(mode="json")
