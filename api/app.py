@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from fastapi import FastAPI
 
 from api import errors
-from api.routes import catalog, placements
+from api.routes import ROUTER_MODULES
 from broker.services import Broker
 from broker.settings import Settings
 
@@ -25,8 +26,8 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
     )
     app.state.broker = broker or Broker.open(settings)
     errors.install(app)
-    app.include_router(catalog.router)
-    app.include_router(placements.router)
+    for name in ROUTER_MODULES:
+        app.include_router(importlib.import_module(f"api.routes.{name}").router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:

@@ -10,3 +10,8 @@ from broker.services import Broker
 def get_broker(request: Request) -> Broker:
     broker: Broker = request.app.state.broker
     return broker
+
+
+def get_tenant(request: Request) -> str:
+    """The caller's tenant. Without authentication every caller is the "default" tenant."""
+    return "default"

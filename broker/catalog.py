@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sqlalchemy import delete, func, insert, select
@@ -278,20 +278,28 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
 
 
 class CatalogCache:
-    """One in-memory catalog per catalog version; rebuilt when the version changes."""
+    """One in-memory catalog per catalog version; rebuilt when the version changes.
+
+    Built catalogs are kept process-wide by version (a version is a fresh uuid at
+    every load, so equal versions mean equal content, e.g. a copied database).
+    """
+
+    _by_version: ClassVar[dict[str, Catalog]] = {}
+    _lock = threading.Lock()
 
     def __init__(self, factory: sessionmaker[Session]) -> None:
         self._factory = factory
-        self._lock = threading.Lock()
-        self._catalog: Catalog | None = None
 
     def get(self) -> Catalog:
         with self._factory() as s:
             version = current_version(s)
-        cat = self._catalog
-        if cat is not None and cat.version == version:
+        cat = self._by_version.get(version)
+        if cat is not None:
             return cat
         with self._lock:
-            if self._catalog is None or self._catalog.version != version:
-                self._catalog = read_catalog(self._factory)
-            return self._catalog
+            cat = self._by_version.get(version)
+            if cat is None:
+                cat = read_catalog(self._factory)
+                self._by_version.clear()  # keep one: a catalog is ~hundreds of MB of objects
+                self._by_version[cat.version] = cat
+            return cat

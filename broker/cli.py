@@ -49,17 +49,14 @@ def serve(
     """Migrate the database, load the catalog if empty, serve the API."""
     import uvicorn
 
-    from api.app import create_app
-
     with err.status("preparing database and catalog (first start loads ~190k prices)..."):
         broker = _broker()
         cat = broker.catalog()
     err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
     err.print(f"serving on http://{host}:{port}  (docs at /docs)")
-    if workers > 1:
-        uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="info")
-    else:
-        uvicorn.run(create_app(broker=broker), host=host, port=port, log_level="info")
+    # by import string, so the CLI (broker layer) does not import the api layer; the
+    # in-process catalog cache is shared by version with the app built there
+    uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="info")
 
 
 @catalog_app.command("load")
@@ -97,13 +94,17 @@ def _place_remote(server: str, doc: Any) -> dict[str, Any]:
     except httpx.HTTPError as exc:
         err.print(f"[red]cannot reach {server}: {exc}[/red]")
         raise typer.Exit(1) from exc
-    body = r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
+    body: dict[str, Any] = (
+        r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
+    )
     if r.status_code in (200, 201):
         return dict(body)
     if r.status_code == 422 and "conflicts" in body:
         raise Infeasible(body.get("detail", "infeasible"), conflicts=body["conflicts"])
     if 400 <= r.status_code < 500:
-        raise InvalidRequest(body.get("detail", "invalid request"), errors=body.get("errors", []))
+        raise InvalidRequest(
+            str(body.get("detail", "invalid request")), errors=list(body.get("errors") or [])
+        )
     err.print(f"[red]server error {r.status_code}: {body.get('detail')}[/red]")
     raise typer.Exit(1)
 
@@ -197,6 +198,18 @@ def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
     for e in exc.errors:
         loc = ".".join(str(p) for p in e.get("loc", []))
         err.print(f"  - {loc}: {e.get('msg')}")
+
+
+def _register_command_modules() -> None:
+    import importlib
+
+    from broker.commands import COMMAND_MODULES
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"broker.commands.{name}").register(app)
+
+
+_register_command_modules()
 
 
 def main() -> None:

@@ -142,7 +142,7 @@ class WorkloadIn(Strict):
 class PlacementRequestIn(Strict):
     name: Name
     horizon_hours: float = Field(730, gt=0, le=87_600)
-    objective: ObjectiveIn = Field(default_factory=ObjectiveIn)  # type: ignore[arg-type]
+    objective: ObjectiveIn = Field(default_factory=ObjectiveIn)
     user_regions: list[UserRegionIn] = Field(default_factory=list)
     workloads: list[WorkloadIn] = Field(min_length=1)
     dry_run: bool = False
@@ -217,7 +217,7 @@ def result_to_document(result: PlacementResult, *, name: str, horizon_hours: flo
     """The response document of the contract for a solver result."""
     return PlacementOut(
         name=name,
-        status=result.status,  # type: ignore[arg-type]
+        status=result.status,
         objective_value=result.objective_value,
         cost_per_hour=result.cost_per_hour,
         cost_per_month=round(result.cost_per_hour * 730.0, 2),

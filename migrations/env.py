@@ -3,6 +3,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
+import broker.db.registry  # noqa: F401  (registers every table)
 from broker.db.models import Base
 
 config = context.config

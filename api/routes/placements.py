@@ -13,7 +13,7 @@ from broker.wire import PlacementOut, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["placements"])
 
-_PROBLEM = {"content": {"application/problem+json": {}}}
+_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
 
 @router.post(

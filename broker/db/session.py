@@ -37,7 +37,7 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def migrate(url: str, revision: str = "head") -> None:
+def migrate(url: str, revision: str = "heads") -> None:
     command.upgrade(alembic_config(url), revision)
 
 

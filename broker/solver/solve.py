@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -165,7 +166,7 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
 def _validate(problem: PlacementProblem) -> None:
     req = problem.request
     names = [w.name for w in req.workloads]
-    errors = []
+    errors: list[dict[str, Any]] = []
     if not names:
         errors.append({"loc": ["body", "workloads"], "msg": "at least one workload is required"})
     seen: set[str] = set()
@@ -199,7 +200,7 @@ def _mean_user_rtt(problem: PlacementProblem) -> FloatArray:
     if not problem.user_rtt:
         return np.zeros(problem.table.n_sites)
     stacked = np.vstack(list(problem.user_rtt.values()))
-    return np.nan_to_num(stacked.mean(axis=0), nan=1000.0)
+    return np.asarray(np.nan_to_num(stacked.mean(axis=0), nan=1000.0), dtype=np.float64)
 
 
 def _storage_cost(problem: PlacementProblem, mi: ModelInput, x: Placement) -> float:

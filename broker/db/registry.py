@@ -1,0 +1,6 @@
+"""Imports every module that defines rows on Base, so Alembic and create_all see all tables.
+
+Each feature area keeps its rows in its own module and adds one import here.
+"""
+
+from broker.db import models  # noqa: F401

@@ -1,0 +1,66 @@
+"""Shared fixtures.
+
+Loading the full catalog (~190k pools) takes seconds, so one SQLite template
+database is built per test session and copied for each test that writes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from broker.services import Broker
+from broker.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "broker.db"
+    Broker.open(Settings(database_url=f"sqlite:///{path}"))  # migrates and loads the snapshot
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_broker(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Broker:
+    """A read-mostly broker on its own copy of the catalog, shared by the whole session."""
+    path = tmp_path_factory.mktemp("shared") / "broker.db"
+    shutil.copy(template_db, path)
+    broker = Broker.open(Settings(database_url=f"sqlite:///{path}"))
+    broker.catalog()  # warm the in-memory catalog once
+    return broker
+
+
+@pytest.fixture()
+def db_url(template_db: Path, tmp_path: Path) -> str:
+    """A fresh database (catalog loaded) for a test that writes."""
+    path = tmp_path / "broker.db"
+    shutil.copy(template_db, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture()
+def broker(db_url: str) -> Broker:
+    return Broker.open(Settings(database_url=db_url))
+
+
+@pytest.fixture()
+def client(broker: Broker) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    with TestClient(create_app(broker=broker)) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def shared_client(shared_broker: Broker) -> Iterator[TestClient]:
+    from api.app import create_app
+
+    with TestClient(create_app(broker=shared_broker)) as c:
+        yield c
