@@ -1,4 +1,9 @@
-"""Per-assignment explanations: cost share, binding constraints, next best choice."""
+"""Per-assignment explanations: cost share, binding constraints, next best choice.
+
+A constraint binds when dropping it alone would offer a cheaper home for the
+workload; homes are compared by what a replica costs when the workload runs
+alone on whole nodes of a pool (node sharing aside, what a user would pay).
+"""
 
 from __future__ import annotations
 
@@ -38,12 +43,14 @@ def explain_assignments(
     for k, wd in enumerate(mi.workloads):
         w = wd.w
         masks = masks_by_w[k]
-        # fractional cost of one replica on every pool (inf where it does not fit)
-        share = np.maximum(w.cpu / t.vcpus, w.memory_gib / t.memory_gib)
-        if w.gpus > 0:
-            with np.errstate(divide="ignore"):
-                share = np.maximum(share, np.where(t.gpus > 0, w.gpus / np.maximum(t.gpus, 1e-9), np.inf))
-        frac = mi.node_cost * share
+        # cost per replica if the workload ran alone on each pool: whole nodes, no sharing
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fit = np.floor(np.minimum(t.vcpus / w.cpu, t.memory_gib / w.memory_gib) + 1e-9)
+            if w.gpus > 0:
+                fit = np.minimum(fit, np.floor(t.gpus / w.gpus + 1e-9))
+            frac = np.where(
+                fit >= 1, np.ceil(w.replicas / np.maximum(fit, 1)) * mi.node_cost / w.replicas, np.inf
+            )
         all_ok = combine(masks, t.n_pools) & usable
         best_allowed = _cheapest(frac, all_ok)
         binding: list[str] = []
