@@ -258,7 +258,7 @@ def test_owned_capacity_is_used_first_and_never_exceeded() -> None:
     assert sum(n.count for n in r.nodes if n.pool.startswith("private:")) == 3
     assert sum(a.replicas for a in r.assignments if a.site == "private:fra-dc1") == 9
     assert any(
-        f"capacity:private:fra-dc1/r740/reserved max_nodes=3" in b
+        "capacity:private:fra-dc1/r740/reserved max_nodes=3" in b
         for a in r.assignments
         for b in a.explanation.binding
     )
