@@ -7,14 +7,18 @@ version, which every placement of that version shares.
 
 from __future__ import annotations
 
+import os
+import pickle
 import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from platformdirs import user_cache_dir
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -227,9 +231,7 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
                 PoolRow.price_as_of,
             ).order_by(PoolRow.id)
         ).all()
-        latency_rows = s.execute(
-            select(LatencyRow.src, LatencyRow.dst, LatencyRow.rtt_ms, LatencyRow.source)
-        ).all()
+        latency_rows = s.execute(select(LatencyRow.src, LatencyRow.dst, LatencyRow.rtt_ms, LatencyRow.source)).all()
         egress_rows = s.execute(select(EgressRow.src, EgressRow.dst, EgressRow.usd_per_gb)).all()
         storage_rows = s.execute(
             select(StoragePriceRow.provider, StoragePriceRow.tier, StoragePriceRow.usd_per_gb_month)
@@ -277,18 +279,47 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
     return Catalog(version, site_map, table, latency, egress, internet, storage, as_of)
 
 
+def default_cache_dir() -> Path:
+    return Path(user_cache_dir("placement-broker", appauthor=False))
+
+
+def _load_from_disk(path: Path, version: str) -> Catalog | None:
+    try:
+        with path.open("rb") as fh:
+            cat = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None
+    return cat if isinstance(cat, Catalog) and cat.version == version else None
+
+
+def _save_to_disk(path: Path, cat: Catalog) -> None:
+    """Best effort: a CLI run then starts in seconds instead of rebuilding the catalog."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for old in path.parent.glob("catalog-*.pickle"):
+            old.unlink(missing_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
 class CatalogCache:
     """One in-memory catalog per catalog version; rebuilt when the version changes.
 
-    Built catalogs are kept process-wide by version (a version is a fresh uuid at
-    every load, so equal versions mean equal content, e.g. a copied database).
+    Built catalogs are kept process-wide by version, and on disk in the user's
+    cache directory (a version is a fresh uuid at every load, so equal versions
+    mean equal content, e.g. a copied database or another process).
     """
 
     _by_version: ClassVar[dict[str, Catalog]] = {}
     _lock = threading.Lock()
 
-    def __init__(self, factory: sessionmaker[Session]) -> None:
+    def __init__(self, factory: sessionmaker[Session], disk_dir: Path | None = None) -> None:
         self._factory = factory
+        self._disk_dir = disk_dir
 
     def get(self) -> Catalog:
         with self._factory() as s:
@@ -299,7 +330,12 @@ class CatalogCache:
         with self._lock:
             cat = self._by_version.get(version)
             if cat is None:
-                cat = read_catalog(self._factory)
+                path = self._disk_dir / f"catalog-{version}.pickle" if self._disk_dir else None
+                cat = _load_from_disk(path, version) if path else None
+                if cat is None:
+                    cat = read_catalog(self._factory)
+                    if path:
+                        _save_to_disk(path, cat)
                 self._by_version.clear()  # keep one: a catalog is ~hundreds of MB of objects
                 self._by_version[cat.version] = cat
             return cat

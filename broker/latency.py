@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from broker.domain import Site
 
 EARTH_RADIUS_KM = 6371.0088
@@ -98,9 +100,16 @@ def fit_quantile_line(xs: Sequence[float], ys: Sequence[float], tau: float) -> t
     if not 0.0 < tau < 1.0:
         raise ValueError("tau must be in (0, 1)")
 
+    x_arr = np.asarray(xs, dtype=np.float64)
+    y_arr = np.asarray(ys, dtype=np.float64)
+    k = min(len(x_arr) - 1, max(0, math.ceil(tau * len(x_arr)) - 1))
+
     def best_for(b: float) -> tuple[float, float]:
-        a = _quantile(sorted(y - b * x for x, y in zip(xs, ys, strict=True)), tau)
-        return a, _pinball((y - a - b * x for x, y in zip(xs, ys, strict=True)), tau)
+        # same lower tau-quantile and pinball loss as _quantile/_pinball, vectorised
+        resid = y_arr - b * x_arr
+        a = float(np.partition(resid, k)[k])
+        r = resid - a
+        return a, float(np.where(r >= 0, tau * r, (tau - 1.0) * r).sum())
 
     span = max(xs) - min(xs)
     hi = (max(ys) - min(ys)) / span if span > 0 else 0.0
@@ -201,9 +210,7 @@ class LatencyModel:
                 near_y.append(rtt)
         if len(self._fit_rows) < 2:
             raise ValueError("need at least two measured pairs between sites with coordinates to fit")
-        self._a2, self._b2 = fit_quantile_line(
-            [r[0] for r in self._fit_rows], [r[1] for r in self._fit_rows], quantile
-        )
+        self._a2, self._b2 = fit_quantile_line([r[0] for r in self._fit_rows], [r[1] for r in self._fit_rows], quantile)
         self._near_pairs = len(near_x)
         if len(near_x) >= 2:
             self._a, self._b = fit_quantile_line(near_x, near_y, quantile)

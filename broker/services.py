@@ -7,6 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,10 +15,13 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker import catalog as catalog_mod
-from broker.catalog import Catalog, CatalogCache
+from broker import fairshare
+from broker.budgets import Budgets
+from broker.catalog import Catalog, CatalogCache, default_cache_dir
 from broker.db.models import PlacementRow
 from broker.db.session import make_engine, migrate, session_factory, transaction
 from broker.errors import InvalidRequest, NotFound
+from broker.observability import observe_placement
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.wire import PlacementRequestIn, result_to_document
@@ -27,9 +31,7 @@ def new_placement_id() -> str:
     """Time-ordered id: 'pl_' + 48-bit ms timestamp + 80 random bits, Crockford base32 (ULID layout)."""
     raw = int(time.time() * 1000).to_bytes(6, "big") + os.urandom(10)
     b32 = base64.b32encode(raw).decode().rstrip("=")
-    return "pl_" + b32.translate(
-        str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ")
-    )
+    return "pl_" + b32.translate(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ"))
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -66,7 +68,10 @@ class Broker:
             migrate(url)
         engine = make_engine(url)
         factory = session_factory(engine)
-        broker = cls(settings, engine, factory, CatalogCache(factory))
+        cache_dir = None
+        if settings.catalog_cache_dir != "off":
+            cache_dir = Path(settings.catalog_cache_dir) if settings.catalog_cache_dir else default_cache_dir()
+        broker = cls(settings, engine, factory, CatalogCache(factory, cache_dir))
         if prepare and catalog_mod.is_empty(factory):
             catalog_mod.load_snapshot(factory)
         return broker
@@ -82,9 +87,15 @@ class Broker:
         request = req_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
+        table = fairshare.capped_table(
+            cat.table,
+            tenant=tenant,
+            weights=self.settings.fair_share_weights,
+            others=fairshare.used_by_others(self.sessions, tenant),
+        )
         problem = PlacementProblem(
             request=request,
-            table=cat.table,
+            table=table,
             user_rtt=cat.user_rtt(request.user_regions),
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,
@@ -94,13 +105,21 @@ class Broker:
         out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
+        cost = float(out["cost_per_hour"])
         if request.dry_run:
+            with self.sessions() as s:
+                out["budget"] = Budgets(self.sessions).check(s, tenant=tenant, req=req_in, cost_per_hour=cost)
+            observe_placement(out, stored=False)
             return out, False
         pid = new_placement_id()
         now = datetime.now(UTC)
         out["id"] = pid
         out["created_at"] = now.isoformat()
         with transaction(self.sessions) as s:
+            budgets = Budgets(self.sessions)
+            out["budget"] = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=cost)
+            scarce = fairshare.scarce_nodes(table, out["nodes"])
+            budgets.commit(s, tenant=tenant, req=req_in, pid=pid, cost_per_hour=cost, scarce_nodes=scarce)
             s.add(
                 PlacementRow(
                     id=pid,
@@ -115,6 +134,7 @@ class Broker:
                     result=out,
                 )
             )
+        observe_placement(out, stored=True)
         return out, True
 
     def _check_references(self, req: PlacementRequestIn, cat: Catalog) -> None:

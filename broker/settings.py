@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from platformdirs import user_data_dir
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,6 +23,18 @@ class Settings(BaseSettings):
     max_workloads_sync: int = 5000
     max_body_bytes: int = 5_000_000
     price_stale_after_days: float = 30.0
+    # where the built in-memory catalog is cached between runs; "off" disables
+    catalog_cache_dir: str = ""
+    # production service (docs/operations.md)
+    auth: Literal["off", "required"] = "off"  # "off" serves loopback connections only
+    redis_url: str = ""  # set: async jobs go to a Redis (rq) queue run by `broker worker`
+    queue_name: str = "broker"
+    job_timeout_s: float = 900.0
+    rate_limit: str = "1200/minute"  # per API key (limits syntax), shared via Redis when set
+    request_timeout_s: float = 120.0
+    idempotency_ttl_hours: float = 24.0
+    fair_share_weights: dict[str, float] = {}  # tenant -> weight on scarce private/edge pools
+    log_format: Literal["json", "text"] = "json"
 
     def resolved_database_url(self) -> str:
         return self.database_url or default_database_url()

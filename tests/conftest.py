@@ -20,6 +20,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep this run's on-disk catalog cache away from the user's and other runs'."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BROKER_CATALOG_CACHE_DIR", str(tmp_path_factory.mktemp("catalog-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "broker.db"
