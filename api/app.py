@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from api import errors
+from api import errors, middleware
 from api.routes import ROUTER_MODULES
 from broker.services import Broker
 from broker.settings import Settings
@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
     )
     app.state.broker = broker or Broker.open(settings)
     errors.install(app)
+    middleware.install(app)  # auth, idempotency, jobs, metrics, limits (docs/operations.md)
     for name in ROUTER_MODULES:
         app.include_router(importlib.import_module(f"api.routes.{name}").router)
 

@@ -13,5 +13,11 @@ def get_broker(request: Request) -> Broker:
 
 
 def get_tenant(request: Request) -> str:
-    """The caller's tenant. Without authentication every caller is the "default" tenant."""
-    return "default"
+    """The caller's tenant, from the API key (`Authorization: Bearer KEY`) that api.auth verified.
+
+    With BROKER_AUTH=off and no key every (loopback) caller is the "default" tenant. Every
+    route that reads or writes tenant data takes `tenant: Annotated[str, Depends(get_tenant)]`.
+    """
+    from api.auth import principal_of
+
+    return principal_of(request.scope).tenant

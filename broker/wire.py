@@ -140,6 +140,8 @@ class WorkloadIn(Strict):
 
 
 class PlacementRequestIn(Strict):
+    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+
     name: Name
     horizon_hours: float = Field(730, gt=0, le=87_600)
     objective: ObjectiveIn = Field(default_factory=ObjectiveIn)
@@ -147,6 +149,10 @@ class PlacementRequestIn(Strict):
     workloads: list[WorkloadIn] = Field(min_length=1)
     dry_run: bool = False
     time_limit_s: float = Field(10.0, gt=0, le=600)
+    # production service (docs/operations.md): budget scope, budget override, async job
+    team: Name | None = None
+    allow_over_budget: bool = False
+    async_: bool = Field(False, alias="async", description="answer 202 with a job to poll")
 
     def to_domain(self) -> PlacementRequest:
         return PlacementRequest(
@@ -211,6 +217,7 @@ class PlacementOut(BaseModel):
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
+    budget: list[dict[str, Any]] | None = None  # the tenant's budgets this placement counts against
 
 
 def result_to_document(result: PlacementResult, *, name: str, horizon_hours: float = 730.0) -> dict[str, Any]:

@@ -3,4 +3,5 @@
 ROUTER_MODULES: list[str] = [
     "catalog",
     "placements",
+    "admin",
 ]

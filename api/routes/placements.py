@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import get_broker
+from api.deps import get_broker, get_tenant
+from api.routes.admin import JobOut, accept_placement_job, get_jobs, wants_async
 from api.schemas import PlacementPage, PlacementSummary
+from broker.jobs.queue import JobQueue
 from broker.services import Broker
 from broker.wire import PlacementOut, PlacementRequestIn
 
@@ -22,6 +24,7 @@ _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
     status_code=201,
     responses={
         200: {"model": PlacementOut, "description": "dry run, nothing stored"},
+        202: {"model": JobOut, "description": 'queued as an async job ("async": true or a large request)'},
         422: {
             "description": "invalid or infeasible request (problem+json with errors or conflicts)",
             **_PROBLEM,
@@ -29,9 +32,15 @@ _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
     },
 )
 def create_placement(
-    body: PlacementRequestIn, response: Response, broker: Annotated[Broker, Depends(get_broker)]
-) -> dict[str, Any]:
-    doc, stored = broker.place(body)
+    body: PlacementRequestIn,
+    response: Response,
+    broker: Annotated[Broker, Depends(get_broker)],
+    tenant: Annotated[str, Depends(get_tenant)],
+    jobs: Annotated[JobQueue, Depends(get_jobs)],
+) -> Any:
+    if wants_async(body, broker):
+        return accept_placement_job(body, broker=broker, jobs=jobs, tenant=tenant)
+    doc, stored = broker.place(body, tenant=tenant)
     if stored:
         response.headers["Location"] = f"/v1/placements/{doc['id']}"
     else:
@@ -42,16 +51,17 @@ def create_placement(
 @router.get("/placements", response_model=PlacementPage)
 def list_placements(
     broker: Annotated[Broker, Depends(get_broker)],
+    tenant: Annotated[str, Depends(get_tenant)],
     name: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> PlacementPage:
-    items, total = broker.list_placements(limit=limit, offset=offset, name=name)
-    return PlacementPage(
-        items=[PlacementSummary(**i) for i in items], total=total, limit=limit, offset=offset
-    )
+    items, total = broker.list_placements(tenant=tenant, limit=limit, offset=offset, name=name)
+    return PlacementPage(items=[PlacementSummary(**i) for i in items], total=total, limit=limit, offset=offset)
 
 
 @router.get("/placements/{placement_id}", response_model=PlacementOut, responses={404: _PROBLEM})
-def get_placement(placement_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
-    return broker.get_placement(placement_id)
+def get_placement(
+    placement_id: str, broker: Annotated[Broker, Depends(get_broker)], tenant: Annotated[str, Depends(get_tenant)]
+) -> dict[str, Any]:
+    return broker.get_placement(placement_id, tenant=tenant)

@@ -1,0 +1,212 @@
+"""The production service around the routes: request ids, JSON access logs, metrics, body size
+limit, request timeout; plus `install(app)`, which wires auth, idempotency, jobs and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.middleware_problems import send_problem
+from broker.observability import REQUEST_SECONDS, configure_logging, request_id
+from broker.settings import Settings
+
+log = logging.getLogger("broker.access")
+
+
+class ServiceMiddleware:
+    """Outermost layer: everything here must hold even when the app below misbehaves."""
+
+    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+        self.app = app
+        self.max_body = settings.max_body_bytes
+        self.timeout = settings.request_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = _incoming_id(scope) or uuid.uuid4().hex
+        token = request_id.set(rid)
+        started = time.perf_counter()
+        status = {"code": 500, "started": False}
+
+        async def send_wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"], status["started"] = message["status"], True
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            length = _content_length(scope)
+            if length is not None and length > self.max_body:
+                await self._too_large(scope, send_wrapped)
+                return
+            if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+                # no Content-Length (chunked): read it here, so the limit holds before any parsing
+                body = await _read_limited(receive, self.max_body)
+                if body is None:
+                    await self._too_large(scope, send_wrapped)
+                    return
+                receive = _replay(body)
+            try:
+                await asyncio.wait_for(self.app(scope, receive, send_wrapped), timeout=self.timeout)
+            except TimeoutError:
+                if not status["started"]:
+                    await send_problem(
+                        send_wrapped,
+                        scope,
+                        504,
+                        "Timeout",
+                        f"the request took longer than {self.timeout:g} s; large requests can run as "
+                        'async jobs ("async": true)',
+                        "timeout",
+                    )
+        finally:
+            elapsed = time.perf_counter() - started
+            route: Any = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            REQUEST_SECONDS.labels(scope["method"], template, str(status["code"])).observe(elapsed)
+            log.info(
+                "%s %s %s",
+                scope["method"],
+                scope["path"],
+                status["code"],
+                extra={
+                    "status": status["code"],
+                    "duration_ms": round(elapsed * 1000, 1),
+                    "route": template,
+                    "tenant": getattr(scope.get("state", {}).get("principal"), "tenant", "-"),
+                },
+            )
+            request_id.reset(token)
+
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        await send_problem(
+            send, scope, 413, "Request too large", f"the body exceeds {self.max_body} bytes", "request-too-large"
+        )
+
+
+def _incoming_id(scope: Scope) -> str | None:
+    for k, v in scope.get("headers", []):
+        if k == b"x-request-id":
+            value = bytes(v).decode("latin-1")
+            if 0 < len(value) <= 100 and value.isprintable():
+                return value
+    return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    for k, v in scope.get("headers", []):
+        if k == b"content-length":
+            try:
+                return int(v)
+            except ValueError:
+                return None
+    return None
+
+
+async def _read_limited(receive: Receive, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def metrics(_: Request) -> Response:
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def install(app: FastAPI) -> None:
+    """Wire the production service into an app built by create_app (one call there)."""
+    from prometheus_client import Gauge
+
+    from api.auth import AuthMiddleware
+    from api.middleware_idempotency import IdempotencyMiddleware
+    from broker.auth_service import KeyStore
+    from broker.jobs.queue import make_queue
+    from broker.services import Broker
+
+    broker: Broker = app.state.broker
+    settings = broker.settings
+    configure_logging(settings.log_format)
+    app.state.keys = KeyStore(broker.sessions)
+    app.state.jobs = make_queue(broker)
+    _queue_depth(Gauge).set_function(lambda: _depth(app))
+    app.add_route("/metrics", metrics, include_in_schema=False)
+    # added innermost first: Service -> Auth -> Idempotency -> routes
+    app.add_middleware(IdempotencyMiddleware, sessions=broker.sessions, ttl_hours=settings.idempotency_ttl_hours)
+    app.add_middleware(AuthMiddleware, settings=settings, keys=app.state.keys)
+    app.add_middleware(ServiceMiddleware, settings=settings)
+
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        recovered = await to_thread.run_sync(app.state.jobs.recover)
+        if recovered:
+            log.info("re-enqueued %d queued jobs", recovered)
+        async with inner(a) as state:
+            yield state
+        app.state.jobs.close()
+
+    app.router.lifespan_context = lifespan
+
+
+_GAUGE: Any = None
+
+
+def _queue_depth(gauge_cls: Any) -> Any:
+    global _GAUGE
+    if _GAUGE is None:
+        _GAUGE = gauge_cls("broker_job_queue_depth", "Jobs waiting to run", multiprocess_mode="max")
+    return _GAUGE
+
+
+def _depth(app: FastAPI) -> float:
+    try:
+        return float(app.state.jobs.depth())
+    except Exception:  # a scrape must not fail because the queue is unreachable
+        return float("nan")

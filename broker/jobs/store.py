@@ -1,0 +1,158 @@
+"""Async placement jobs: their state lives in the database, the queue only carries job ids.
+
+So a job's status survives any restart of the API or the worker, a job is polled
+the same way whichever queue runs it, and running one twice is harmless: a
+runner first claims it (queued -> running in one UPDATE), and only one claim wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from broker.db.service_models import JobRow
+from broker.db.session import transaction
+from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
+from broker.observability import JOBS, tenant_var
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+log = logging.getLogger("broker.jobs")
+
+KIND_PLACEMENT = "placement"
+# a job still "running" after this long was left by a runner that died; it may be claimed again
+STALE_RUNNING = timedelta(hours=1)
+
+
+def new_job_id() -> str:
+    return f"job_{int(time.time() * 1000):x}{os.urandom(8).hex()}"
+
+
+def describe(row: JobRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "kind": row.kind,
+        "status": row.status,
+        "created_at": row.created_at.isoformat(),
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+        "finished_at": row.finished_at.isoformat() if row.finished_at else None,
+        "attempts": row.attempts,
+        "placement_id": row.placement_id,
+        "result": row.result,
+        "error": row.error,
+    }
+
+
+class JobStore:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+
+    def create(self, *, tenant: str, request: dict[str, Any], kind: str = KIND_PLACEMENT) -> dict[str, Any]:
+        with transaction(self._sessions) as s:
+            row = JobRow(
+                id=new_job_id(),
+                tenant=tenant,
+                kind=kind,
+                status="queued",
+                request=request,
+                attempts=0,
+                created_at=datetime.now(UTC),
+            )
+            s.add(row)
+            return describe(row)
+
+    def get(self, job_id: str, *, tenant: str) -> dict[str, Any]:
+        with self._sessions() as s:
+            row = s.get(JobRow, job_id)
+            if row is None or row.tenant != tenant:
+                raise NotFound(f"job {job_id!r} does not exist")
+            return describe(row)
+
+    def list_jobs(self, *, tenant: str, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        with self._sessions() as s:
+            q = select(JobRow).where(JobRow.tenant == tenant)
+            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+            rows = s.scalars(
+                q.order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit).offset(offset)
+            )
+            return [describe(r) for r in rows], int(total)
+
+    def pending_ids(self) -> list[str]:
+        """Jobs to (re)enqueue after a restart: queued ones and runs abandoned long ago."""
+        stale = datetime.now(UTC) - STALE_RUNNING
+        with self._sessions() as s:
+            q = select(JobRow.id).where(
+                (JobRow.status == "queued") | ((JobRow.status == "running") & (JobRow.started_at < stale))
+            )
+            return list(s.scalars(q.order_by(JobRow.created_at)))
+
+    def depth(self) -> int:
+        with self._sessions() as s:
+            return int(s.scalar(select(func.count()).where(JobRow.status == "queued")) or 0)
+
+    def claim(self, job_id: str) -> JobRow | None:
+        now = datetime.now(UTC)
+        with transaction(self._sessions) as s:
+            res = s.execute(
+                update(JobRow)
+                .where(
+                    JobRow.id == job_id,
+                    (JobRow.status == "queued")
+                    | ((JobRow.status == "running") & (JobRow.started_at < now - STALE_RUNNING)),
+                )
+                .values(status="running", started_at=now, attempts=JobRow.attempts + 1)
+            )
+            if getattr(res, "rowcount", 0) != 1:
+                return None
+            return s.get(JobRow, job_id)
+
+    def finish(self, job_id: str, *, result: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
+        with transaction(self._sessions) as s:
+            row = s.get(JobRow, job_id)
+            if row is None:
+                return
+            row.status = "failed" if error is not None else "succeeded"
+            row.result = result
+            row.error = error
+            row.placement_id = (result or {}).get("id")
+            row.finished_at = datetime.now(UTC)
+        JOBS.labels(status="failed" if error is not None else "succeeded").inc()
+
+
+def run_job(broker: Broker, job_id: str) -> str:
+    """Run one job if this runner wins its claim. Returns the job's final status or "skipped"."""
+    store = JobStore(broker.sessions)
+    row = store.claim(job_id)
+    if row is None:
+        return "skipped"
+    token = tenant_var.set(row.tenant)
+    try:
+        doc, _stored = broker.place(row.request, tenant=row.tenant)
+    except BrokerError as exc:
+        store.finish(job_id, result=None, error=_problem(exc))
+        return "failed"
+    except Exception as exc:  # a job must end with a status, whatever broke
+        log.exception("job %s crashed", job_id)
+        store.finish(job_id, result=None, error={"type": "internal", "detail": type(exc).__name__})
+        return "failed"
+    finally:
+        tenant_var.reset(token)
+    store.finish(job_id, result=doc, error=None)
+    return "succeeded"
+
+
+def _problem(exc: BrokerError) -> dict[str, Any]:
+    doc: dict[str, Any] = {"type": type(exc).__name__, "title": exc.title, "detail": exc.detail}
+    doc.update({k: v for k, v in exc.extra.items() if v is not None})
+    if isinstance(exc, Infeasible):
+        doc["conflicts"] = exc.conflicts
+    if isinstance(exc, InvalidRequest):
+        doc["errors"] = exc.errors
+    return doc

@@ -1,0 +1,64 @@
+"""`broker worker`: runs queued jobs from Redis (rq) or, without Redis, by polling the database."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker.jobs.store import JobStore, run_job
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+log = logging.getLogger("broker.worker")
+_broker: Broker | None = None
+
+
+def use(broker: Broker) -> None:
+    """The Broker that jobs run with in this process (opened once: the catalog stays warm)."""
+    global _broker
+    _broker = broker
+
+
+def run(job_id: str) -> str:
+    """The function rq calls for every job."""
+    global _broker
+    if _broker is None:
+        from broker.services import Broker
+        from broker.settings import Settings
+
+        _broker = Broker.open(Settings(), prepare=False)
+    return run_job(_broker, job_id)
+
+
+def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
+    """Run jobs until stopped (or, with burst, until the queue is empty). Returns jobs run."""
+    use(broker)
+    broker.catalog()
+    store = JobStore(broker.sessions)
+    if broker.settings.redis_url:
+        from rq import SimpleWorker
+
+        from broker.jobs.queue import RedisQueue
+
+        rq_queue = RedisQueue(broker.settings)
+        # jobs whose Redis entry was lost (Redis restarted without persistence) are still
+        # "queued" in the database: enqueue them again; a job that already ran is skipped
+        for job_id in store.pending_ids():
+            if rq_queue.queue.fetch_job(job_id) is None:
+                rq_queue.enqueue(job_id)
+        # SimpleWorker runs jobs in this process: no fork per job, the catalog stays loaded
+        worker = SimpleWorker([rq_queue.queue], connection=rq_queue.connection)
+        worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+        return -1  # rq counts its own jobs (`rq info`)
+    done = 0
+    while True:
+        ids = store.pending_ids()
+        for job_id in ids:
+            if run_job(broker, job_id) != "skipped":
+                done += 1
+        if burst and not ids:
+            return done
+        if not ids:
+            time.sleep(poll_s)
