@@ -1,0 +1,354 @@
+"""What to run where: Kubernetes manifests for a stored placement (pure, no I/O).
+
+Every assignment (workload x pool) becomes one Deployment per target cluster of
+its site, pinned to the pool's nodes with well-known node labels, or the
+user's own manifest template for the workload with the same fields imposed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from broker.errors import InvalidRequest
+
+PREFIX = "placement-broker.dev"
+MANAGED_BY = "placement-broker"
+# Placeholder image when neither a template nor an image is given: the manifest is
+# still a complete, schedulable Deployment that reserves the planned capacity.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+TEMPLATE_KINDS = ("Deployment", "StatefulSet")
+
+# Karpenter's capacity-type values differ from the contract's capacity types.
+_KARPENTER_CAPACITY = {"ondemand": "on-demand", "spot": "spot", "reserved": "reserved"}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """The per-replica requests of a workload, as stored with the placement's request."""
+
+    name: str
+    cpu: float
+    memory_gib: float
+    gpus: float = 0.0
+    arch: tuple[str, ...] = ("amd64",)
+
+    @classmethod
+    def from_request(cls, doc: Mapping[str, Any]) -> WorkloadSpec:
+        return cls(
+            name=str(doc["name"]),
+            cpu=float(doc["cpu"]),
+            memory_gib=float(doc["memory_gib"]),
+            gpus=float(doc.get("gpus") or 0.0),
+            arch=tuple(str(a) for a in (doc.get("arch") or ["amd64"])),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One registered cluster of a site."""
+
+    cluster: str
+    site: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterBundle:
+    """Everything one cluster should run for one placement (the outbox payload)."""
+
+    cluster: str
+    namespace: str
+    app: str  # slug of the placement name: scopes pruning to this application
+    placement_id: str
+    manifests: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "namespace": self.namespace,
+            "app": self.app,
+            "placement_id": self.placement_id,
+            "manifests": list(self.manifests),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ClusterBundle:
+        return cls(
+            cluster=str(doc["cluster"]),
+            namespace=str(doc["namespace"]),
+            app=str(doc["app"]),
+            placement_id=str(doc["placement_id"]),
+            manifests=tuple(doc["manifests"]),
+        )
+
+    def replicas(self) -> dict[str, int]:
+        return {m["metadata"]["name"]: int(m["spec"]["replicas"]) for m in self.manifests}
+
+
+def dns_label(text: str, max_len: int = 63) -> str:
+    """An RFC 1123 label from any text; long or altered names keep a hash so they stay distinct."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
+    if len(slug) <= max_len:
+        return slug
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{slug[: max_len - 9].rstrip('-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    """A valid label value (<= 63 chars of [A-Za-z0-9_.-], alphanumeric at both ends)."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63].strip("-_.")
+    return value or "none"
+
+
+def pool_parts(pool_id: str) -> tuple[str, str, str]:
+    """'aws:eu-central-1/m6i.xlarge/spot' -> (site, instance type, capacity type)."""
+    site, _, rest = pool_id.partition("/")
+    instance_type, _, capacity = rest.rpartition("/")
+    if not site or not instance_type or not capacity:
+        raise ValueError(f"not a pool id: {pool_id!r}")
+    return site, instance_type, capacity
+
+
+def node_placement(
+    provider: str, instance_type: str, capacity: str, arch: str
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """nodeSelector and tolerations that pin pods to the pool's nodes on each provider."""
+    selector = {"node.kubernetes.io/instance-type": instance_type, "kubernetes.io/arch": arch}
+    tolerations: list[dict[str, str]] = []
+    if provider == "aws":
+        selector["karpenter.sh/capacity-type"] = _KARPENTER_CAPACITY.get(capacity, capacity)
+    elif provider == "gcp" and capacity == "spot":
+        selector["cloud.google.com/gke-spot"] = "true"
+        tolerations.append(
+            {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        )
+    elif provider == "azure" and capacity == "spot":
+        # AKS taints spot node pools; without the toleration nothing would schedule there
+        selector["kubernetes.azure.com/scalesetpriority"] = "spot"
+        tolerations.append(
+            {
+                "key": "kubernetes.azure.com/scalesetpriority",
+                "operator": "Equal",
+                "value": "spot",
+                "effect": "NoSchedule",
+            }
+        )
+    return selector, tolerations
+
+
+def resource_requests(spec: WorkloadSpec) -> dict[str, Any]:
+    requests: dict[str, str] = {
+        "cpu": f"{round(spec.cpu * 1000)}m",
+        "memory": f"{round(spec.memory_gib * 1024)}Mi",
+    }
+    out: dict[str, Any] = {"requests": requests}
+    if spec.gpus > 0:
+        # extended resources must be whole and have limits equal to requests
+        gpus = str(max(1, int(-(-spec.gpus // 1))))
+        requests["nvidia.com/gpu"] = gpus
+        out["limits"] = {"nvidia.com/gpu": gpus}
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One Deployment to write: an assignment's share on one cluster."""
+
+    workload: WorkloadSpec
+    pool: str
+    site: str
+    provider: str
+    instance_type: str
+    capacity: str
+    arch: str
+    replicas: int
+    cost_per_hour: float
+    target: Target
+
+
+def split_replicas(replicas: int, k: int) -> list[int]:
+    """Replicas spread as evenly as possible over k clusters (the first ones get the remainder)."""
+    base, extra = divmod(replicas, k)
+    return [base + (1 if i < extra else 0) for i in range(k)]
+
+
+def build_bundles(
+    placement: Mapping[str, Any],
+    request: Mapping[str, Any],
+    targets: Mapping[str, Sequence[Target]],
+    *,
+    pool_arch: Mapping[str, str] | None = None,
+    templates: Mapping[str, str] | None = None,
+    images: Mapping[str, str] | None = None,
+) -> list[ClusterBundle]:
+    """One bundle per target cluster, in cluster-name order; raises InvalidRequest on bad input."""
+    specs = {w["name"]: WorkloadSpec.from_request(w) for w in request.get("workloads", [])}
+    templates = templates or {}
+    images = images or {}
+    pool_arch = pool_arch or {}
+    errors: list[dict[str, Any]] = []
+    for kind, names in (("templates", templates), ("images", images)):
+        for name in names:
+            if name not in specs:
+                errors.append({"loc": ["body", kind, name], "msg": f"no workload {name!r} in the placement"})
+    rows: list[_Row] = []
+    for i, a in enumerate(placement.get("assignments", [])):
+        site = str(a["site"])
+        clusters = sorted(targets.get(site, ()), key=lambda t: t.cluster)
+        if not clusters:
+            errors.append({"loc": ["assignments", i, "site"], "msg": f"no cluster is registered for site {site!r}"})
+            continue
+        spec = specs[a["workload"]]
+        _, instance_type, capacity = pool_parts(str(a["pool"]))
+        arch = pool_arch.get(str(a["pool"]), spec.arch[0])
+        cost = float(a.get("explanation", {}).get("cost_per_hour", 0.0))
+        shares = split_replicas(int(a["replicas"]), len(clusters))
+        for target, n in zip(clusters, shares, strict=True):
+            if n > 0:
+                rows.append(
+                    _Row(
+                        spec,
+                        str(a["pool"]),
+                        site,
+                        site.split(":", 1)[0],
+                        instance_type,
+                        capacity,
+                        arch,
+                        n,
+                        cost * n / int(a["replicas"]),
+                        target,
+                    )
+                )
+    if errors:
+        raise InvalidRequest("the placement cannot be dispatched", errors=errors)
+
+    app = dns_label(str(placement.get("name") or placement.get("id") or "placement"))
+    pid = str(placement.get("id") or "")
+    by_cluster: dict[str, list[dict[str, Any]]] = {}
+    namespaces: dict[str, str] = {}
+    for ts in targets.values():
+        for t in ts:
+            namespaces[t.cluster] = t.namespace
+    for row in rows:
+        doc = render(row, app=app, placement_id=pid, template=templates.get(row.workload.name))
+        if row.workload.name not in templates:
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            container["image"] = images.get(row.workload.name, PAUSE_IMAGE)
+        by_cluster.setdefault(row.target.cluster, []).append(doc)
+    return [ClusterBundle(c, namespaces[c], app, pid, tuple(by_cluster[c])) for c in sorted(by_cluster)]
+
+
+def deployment_name(workload: str, instance_type: str, capacity: str) -> str:
+    return dns_label(f"{workload}-{instance_type}-{capacity}")
+
+
+def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> dict[str, Any]:
+    name = deployment_name(row.workload.name, row.instance_type, row.capacity)
+    selector_labels = {"app.kubernetes.io/name": dns_label(row.workload.name), f"{PREFIX}/deployment": name}
+    labels = {
+        **selector_labels,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        f"{PREFIX}/app": app,
+        f"{PREFIX}/workload": dns_label(row.workload.name),
+        f"{PREFIX}/placement-id": label_value(placement_id),
+        f"{PREFIX}/capacity-type": row.capacity,
+    }
+    annotations = {
+        f"{PREFIX}/placement-id": placement_id,
+        f"{PREFIX}/workload": row.workload.name,
+        f"{PREFIX}/pool": row.pool,
+        f"{PREFIX}/site": row.site,
+        f"{PREFIX}/cost-per-hour": f"{row.cost_per_hour:.6f}",
+    }
+    node_selector, tolerations = node_placement(row.provider, row.instance_type, row.capacity, row.arch)
+    if template is not None:
+        doc = _from_template(template, row, name=name, placement_id=placement_id)
+    else:
+        doc = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {},
+            "spec": {
+                "template": {
+                    "metadata": {},
+                    "spec": {"containers": [{"name": dns_label(row.workload.name), "image": PAUSE_IMAGE}]},
+                }
+            },
+        }
+    meta = doc.setdefault("metadata", {})
+    meta["name"] = name
+    meta["namespace"] = row.target.namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    spec = doc.setdefault("spec", {})
+    for key in ("replicas", "selector"):
+        spec.pop(key, None)
+    # replicas and selector first: the fields a reviewer of a GitOps diff looks at
+    doc["spec"] = spec = {"replicas": row.replicas, "selector": {"matchLabels": selector_labels}, **spec}
+    pod = spec.setdefault("template", {})
+    pod_meta = pod.setdefault("metadata", {}) or {}
+    pod["metadata"] = pod_meta
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+    pod_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **annotations}
+    pod_spec = pod.setdefault("spec", {})
+    pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_selector}
+    if tolerations:
+        pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or []), *tolerations]
+    containers = pod_spec.get("containers") or []
+    if containers and isinstance(containers[0], dict) and "resources" not in containers[0]:
+        containers[0]["resources"] = resource_requests(row.workload)
+    return doc
+
+
+def _from_template(text: str, row: _Row, *, name: str, placement_id: str) -> dict[str, Any]:
+    """The user's manifest with ${...} placeholders filled; the broker then imposes its own fields."""
+    where = {"loc": ["body", "templates", row.workload.name]}
+    values = {
+        "name": name,
+        "workload": row.workload.name,
+        "namespace": row.target.namespace,
+        "replicas": str(row.replicas),
+        "placement_id": placement_id,
+        "pool": row.pool,
+        "site": row.site,
+        "cluster": row.target.cluster,
+        "instance_type": row.instance_type,
+        "capacity_type": row.capacity,
+        "arch": row.arch,
+    }
+    try:
+        filled = string.Template(text).substitute(values)
+        doc = yaml.safe_load(filled)
+    except (KeyError, ValueError, yaml.YAMLError) as exc:
+        msg = f"unknown placeholder {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidRequest(
+            f"the template of {row.workload.name!r} cannot be rendered: {msg}", errors=[{**where, "msg": msg}]
+        ) from exc
+    if not isinstance(doc, dict) or doc.get("kind") not in TEMPLATE_KINDS:
+        msg = f"a template must be one {' or '.join(TEMPLATE_KINDS)} document"
+        raise InvalidRequest(
+            f"the template of {row.workload.name!r} is not usable: {msg}", errors=[{**where, "msg": msg}]
+        )
+    return copy.deepcopy(doc)
+
+
+def total_replicas(bundles: Sequence[ClusterBundle]) -> dict[str, int]:
+    """Replicas per workload over all bundles (the acceptance check: equals the placement)."""
+    out: dict[str, int] = {}
+    for b in bundles:
+        for m in b.manifests:
+            wl = m["metadata"]["annotations"][f"{PREFIX}/workload"]
+            out[wl] = out.get(wl, 0) + int(m["spec"]["replicas"])
+    return out
+
+
+def to_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
+    return yaml.safe_dump_all([dict(d) for d in docs], sort_keys=False, explicit_start=True)

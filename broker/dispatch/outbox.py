@@ -1,0 +1,300 @@
+"""Durable dispatch: a state machine with an outbox in the database.
+
+A dispatch goes pending -> applying -> applied | failed. It is written with
+one outbox row per cluster (the exact manifests to apply) in one transaction
+before anything is applied; each row goes pending -> applying -> done | failed
+and is committed before and after its apply. A crash leaves rows in `applying`
+or `pending`; dispatching the same placement again finds the same record (the
+(placement, manifest fingerprint) pair is unique) and resumes from the first
+row not done. Rows already done are not applied again; a row that was
+interrupted is applied again, which is safe because every apply is idempotent
+(server-side apply; a git commit only when the tree changed).
+
+Clusters that gain replicas are applied first and clusters that only lose
+replicas last, and the run stops at the first failure: a dispatch that cannot
+start new replicas never removes old ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from broker.db.dispatch_models import DispatchRow, OutboxRow
+from broker.db.models import PlacementRow
+from broker.db.session import transaction
+from broker.dispatch.base import ApplyFailed, Dispatcher
+from broker.dispatch.clusters import GITOPS, KUBERNETES, Cluster, list_clusters
+from broker.dispatch.documents import DispatchIn
+from broker.dispatch.gitops import GitOpsDispatcher
+from broker.dispatch.kube import KubernetesDispatcher
+from broker.dispatch.manifests import ClusterBundle, Target, build_bundles, dns_label, total_replicas
+from broker.dispatch.schema import check_bundles
+from broker.errors import NotFound
+from broker.services import Broker, new_placement_id
+
+PENDING, APPLYING, APPLIED, FAILED, DONE = "pending", "applying", "applied", "failed", "done"
+
+
+def fingerprint(bundles: list[ClusterBundle], previous: str = "") -> str:
+    """Idempotency key: the exact manifests per cluster and the dispatch they follow."""
+    raw = json.dumps([previous, [b.to_json() for b in bundles]], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class DispatchService:
+    def __init__(self, broker: Broker, *, dispatchers: Mapping[str, Dispatcher] | None = None) -> None:
+        self.broker = broker
+        self.dispatchers: Mapping[str, Dispatcher] = dispatchers or {
+            KUBERNETES: KubernetesDispatcher(),
+            GITOPS: GitOpsDispatcher(),
+        }
+
+    # ---- planning (no writes) ---------------------------------------------------------
+
+    def _placement(self, placement_id: str, tenant: str) -> PlacementRow:
+        with self.broker.sessions() as s:
+            row = s.get(PlacementRow, placement_id)
+            if row is None or row.tenant != tenant:
+                raise NotFound(f"placement {placement_id!r} does not exist")
+            return row
+
+    def plan(self, placement_id: str, doc: DispatchIn, *, tenant: str = "default") -> list[ClusterBundle]:
+        """The bundles a dispatch would apply, validated; nothing is written."""
+        return self._plan(placement_id, doc, tenant)[0]
+
+    def _plan(self, placement_id: str, doc: DispatchIn, tenant: str) -> tuple[list[ClusterBundle], str]:
+        row = self._placement(placement_id, tenant)
+        clusters = {c.name: c for c in list_clusters(self.broker.sessions, tenant=tenant)}
+        targets: dict[str, list[Target]] = {}
+        for c in clusters.values():
+            targets.setdefault(c.site, []).append(c.target())
+        table = self.broker.catalog().table
+        pools = {str(a["pool"]) for a in row.result.get("assignments", [])}
+        pool_arch = {p: table.pools[table.pool_index[p]].arch.value for p in pools if p in table.pool_index}
+        placement = {**row.result, "id": row.id, "name": row.name}
+        bundles = build_bundles(
+            placement, row.request, targets, pool_arch=pool_arch, templates=doc.templates, images=doc.images
+        )
+        check_bundles(bundles)
+        leavers, previous = self._leavers(row, bundles, clusters, tenant)
+        return bundles + leavers, previous
+
+    def _leavers(
+        self, row: PlacementRow, bundles: list[ClusterBundle], clusters: Mapping[str, Cluster], tenant: str
+    ) -> tuple[list[ClusterBundle], str]:
+        """Empty bundles for clusters that ran this app under another placement but get nothing now.
+
+        Also returns the id of that previous dispatch: it is part of the idempotency key,
+        so re-dispatching a placement after another one of the app ran applies it again.
+        """
+        app = dns_label(row.name)
+        with self.broker.sessions() as s:
+            last = s.scalars(
+                select(DispatchRow)
+                .where(DispatchRow.tenant == tenant, DispatchRow.app == app, DispatchRow.placement_id != row.id)
+                .order_by(DispatchRow.created_at.desc())
+                .limit(1)
+            ).first()
+            if last is None:
+                return [], ""
+            previous = s.scalars(select(OutboxRow).where(OutboxRow.dispatch_id == last.id)).all()
+            had = {o.cluster: o.payload for o in previous if o.payload.get("manifests")}
+        now = {b.cluster for b in bundles}
+        leavers = [
+            ClusterBundle(name, str(payload["namespace"]), app, row.id, ())
+            for name, payload in sorted(had.items())
+            if name not in now and name in clusters
+        ]
+        return leavers, last.id
+
+    # ---- dispatching ------------------------------------------------------------------
+
+    def dispatch(self, placement_id: str, doc: DispatchIn, *, tenant: str = "default") -> dict[str, Any]:
+        bundles, previous = self._plan(placement_id, doc, tenant)
+        if doc.dry_run:
+            return {
+                "placement_id": placement_id,
+                "dry_run": True,
+                "state": "planned",
+                "replicas": total_replicas(bundles),
+                "clusters": [b.to_json() for b in bundles],
+            }
+        dispatch_id = self._record(placement_id, bundles, tenant, previous)
+        return self.run(dispatch_id)
+
+    def _record(self, placement_id: str, bundles: list[ClusterBundle], tenant: str, previous: str) -> str:
+        fp = fingerprint(bundles, previous)
+        existing = self._find(placement_id, fp)
+        if existing is not None:
+            return existing
+        did = "dp_" + new_placement_id()[3:]
+        # clusters that gain replicas first, clusters that only lose replicas last
+        ordered = sorted(bundles, key=lambda b: (not b.manifests, b.cluster))
+        try:
+            with transaction(self.broker.sessions) as s:
+                s.add(
+                    DispatchRow(
+                        id=did,
+                        tenant=tenant,
+                        placement_id=placement_id,
+                        app=bundles[0].app if bundles else "",
+                        fingerprint=fp,
+                        state=PENDING,
+                        created_at=_now(),
+                        updated_at=_now(),
+                    )
+                )
+                s.flush()  # the parent row first: the outbox rows reference it
+                for seq, b in enumerate(ordered):
+                    s.add(
+                        OutboxRow(
+                            dispatch_id=did,
+                            seq=seq,
+                            cluster=b.cluster,
+                            state=PENDING,
+                            attempts=0,
+                            payload=b.to_json(),
+                            updated_at=_now(),
+                        )
+                    )
+        except IntegrityError:  # a concurrent dispatch of the same placement recorded it first
+            found = self._find(placement_id, fp)
+            if found is None:
+                raise
+            return found
+        return did
+
+    def _find(self, placement_id: str, fp: str) -> str | None:
+        with self.broker.sessions() as s:
+            return s.scalar(
+                select(DispatchRow.id).where(DispatchRow.placement_id == placement_id, DispatchRow.fingerprint == fp)
+            )
+
+    def run(self, dispatch_id: str) -> dict[str, Any]:
+        """Apply the outbox rows not done yet, in order; stop at the first failure."""
+        with transaction(self.broker.sessions) as s:
+            d = s.get(DispatchRow, dispatch_id)
+            if d is None:
+                raise NotFound(f"dispatch {dispatch_id!r} does not exist")
+            if d.state == APPLIED:
+                return self._document(dispatch_id)
+            tenant = d.tenant
+            d.state, d.error, d.updated_at = APPLYING, None, _now()
+            todo = [
+                (o.id, o.cluster, o.payload)
+                for o in s.scalars(
+                    select(OutboxRow).where(OutboxRow.dispatch_id == dispatch_id).order_by(OutboxRow.seq)
+                )
+                if o.state != DONE
+            ]
+        clusters = {c.name: c for c in list_clusters(self.broker.sessions, tenant=tenant)}
+        for item_id, cluster_name, payload in todo:
+            self._mark(item_id, APPLYING)
+            try:
+                cluster = clusters.get(cluster_name)
+                if cluster is None:
+                    raise ApplyFailed(cluster_name, "is no longer registered")
+                result = self.dispatchers[cluster.kind].apply(cluster, ClusterBundle.from_json(payload))
+            except ApplyFailed as exc:
+                self._mark(item_id, FAILED, error=exc.detail)
+                self._finish(dispatch_id, FAILED, exc.detail)
+                return self._document(dispatch_id)
+            self._mark(item_id, DONE, result=result)
+        self._finish(dispatch_id, APPLIED, None)
+        return self._document(dispatch_id)
+
+    def _mark(
+        self, item_id: int, state: str, *, error: str | None = None, result: dict[str, Any] | None = None
+    ) -> None:
+        with transaction(self.broker.sessions) as s:
+            o = s.get(OutboxRow, item_id)
+            assert o is not None  # rows are never deleted while their dispatch exists
+            o.state, o.error, o.updated_at = state, error, _now()
+            if state == APPLYING:
+                o.attempts += 1
+            if result is not None:
+                o.result = result
+
+    def _finish(self, dispatch_id: str, state: str, error: str | None) -> None:
+        with transaction(self.broker.sessions) as s:
+            d = s.get(DispatchRow, dispatch_id)
+            assert d is not None
+            d.state, d.error, d.updated_at = state, error, _now()
+
+    def resume_unfinished(self, *, tenant: str | None = None) -> list[dict[str, Any]]:
+        """Run every dispatch left pending or applying (after a crash); for a worker or start-up."""
+        with self.broker.sessions() as s:
+            q = select(DispatchRow.id).where(DispatchRow.state.in_([PENDING, APPLYING]))
+            if tenant is not None:
+                q = q.where(DispatchRow.tenant == tenant)
+            ids = list(s.scalars(q.order_by(DispatchRow.created_at)))
+        return [self.run(i) for i in ids]
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def _document(self, dispatch_id: str) -> dict[str, Any]:
+        with self.broker.sessions() as s:
+            d = s.get(DispatchRow, dispatch_id)
+            if d is None:
+                raise NotFound(f"dispatch {dispatch_id!r} does not exist")
+            items = s.scalars(
+                select(OutboxRow).where(OutboxRow.dispatch_id == dispatch_id).order_by(OutboxRow.seq)
+            ).all()
+            bundles = [ClusterBundle.from_json(o.payload) for o in items]
+            return {
+                "id": d.id,
+                "placement_id": d.placement_id,
+                "app": d.app,
+                "state": d.state,
+                "error": d.error,
+                "created_at": d.created_at.isoformat(),
+                "updated_at": d.updated_at.isoformat(),
+                "replicas": total_replicas(bundles),
+                "clusters": [
+                    {
+                        "cluster": o.cluster,
+                        "namespace": o.payload.get("namespace"),
+                        "state": o.state,
+                        "attempts": o.attempts,
+                        "error": o.error,
+                        "replicas": b.replicas(),
+                        "result": o.result,
+                    }
+                    for o, b in zip(items, bundles, strict=True)
+                ],
+            }
+
+    def get(self, dispatch_id: str, *, tenant: str = "default") -> dict[str, Any]:
+        doc = self._document(dispatch_id)
+        if self._placement_tenant(doc["placement_id"]) != tenant:
+            raise NotFound(f"dispatch {dispatch_id!r} does not exist")
+        return doc
+
+    def _placement_tenant(self, placement_id: str) -> str | None:
+        with self.broker.sessions() as s:
+            row = s.get(PlacementRow, placement_id)
+            return row.tenant if row else None
+
+    def latest(self, placement_id: str, *, tenant: str = "default") -> dict[str, Any]:
+        self._placement(placement_id, tenant)
+        with self.broker.sessions() as s:
+            did = s.scalar(
+                select(DispatchRow.id)
+                .where(DispatchRow.placement_id == placement_id)
+                .order_by(DispatchRow.created_at.desc())
+                .limit(1)
+            )
+        if did is None:
+            raise NotFound(f"placement {placement_id!r} has not been dispatched")
+        return self._document(did)
