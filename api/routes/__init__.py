@@ -3,5 +3,7 @@
 ROUTER_MODULES: list[str] = [
     "catalog",
     "placements",
+    "finops",
+    "dashboard",
     "admin",
 ]

@@ -4,4 +4,7 @@ Each module here defines `register(app: typer.Typer) -> None`; list it in
 COMMAND_MODULES (one per line) to add its commands to `broker`.
 """
 
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = [
+    "export",
+    "finops",
+]

@@ -1,0 +1,47 @@
+"""The savings dashboard: one HTML page, its vendored assets, and the aggregates it draws."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import FileResponse, HTMLResponse
+
+from api.deps import get_broker, get_tenant
+from api.routes.finops import From, To, scope
+from broker.errors import NotFound
+from broker.finops.service import FinOps
+from broker.services import Broker
+
+STATIC = Path(__file__).resolve().parents[1] / "static"
+
+router = APIRouter(tags=["dashboard"])
+
+_TYPES = {".js": "text/javascript", ".css": "text/css", ".json": "application/json", ".svg": "image/svg+xml"}
+
+
+@router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
+def dashboard_page() -> HTMLResponse:
+    return HTMLResponse((STATIC / "dashboard.html").read_text(), headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/dashboard/static/{path:path}", include_in_schema=False)
+def dashboard_asset(path: str) -> FileResponse:
+    target = (STATIC / path).resolve()
+    # vendored files only: nothing outside api/static, and no licence/readme texts served as code
+    if not target.is_relative_to(STATIC) or not target.is_file() or target.suffix not in _TYPES:
+        raise NotFound(f"no dashboard asset {path!r}")
+    return FileResponse(target, media_type=_TYPES[target.suffix], headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/v1/dashboard", tags=["finops"])
+def dashboard_data(
+    broker: Annotated[Broker, Depends(get_broker)],
+    caller: Annotated[str, Depends(get_tenant)],
+    start: From = None,
+    end: To = None,
+    tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
+) -> dict[str, Any]:
+    """Everything the dashboard draws, aggregated server-side for the window."""
+    return FinOps(broker).dashboard(tenant=scope(caller, tenant), start=start, end=end)

@@ -1,0 +1,88 @@
+"""Savings ledger and FOCUS export endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from api.deps import get_broker, get_tenant
+from broker.errors import NotFound
+from broker.finops.focus_io import to_csv, to_parquet
+from broker.finops.service import FinOps
+from broker.services import Broker
+
+router = APIRouter(prefix="/v1", tags=["finops"])
+
+_PROBLEM: dict[int | str, dict[str, Any]] = {422: {"content": {"application/problem+json": {}}}}
+PARQUET = "application/vnd.apache.parquet"
+
+From = Annotated[datetime | None, Query(alias="from", description="window start (ISO 8601; default to - 30 days)")]
+To = Annotated[datetime | None, Query(alias="to", description="window end, exclusive (ISO 8601; default now)")]
+
+
+def scope(caller: str, requested: str | None) -> str | None:
+    """Which tenant's placements a caller sees.
+
+    Without authentication every caller is "default" and may look at any tenant
+    (None = all of them); an authenticated tenant sees only its own placements.
+    """
+    if caller == "default":
+        return requested
+    if requested not in (None, caller):
+        raise NotFound(f"tenant {requested!r} does not exist")
+    return caller
+
+
+@router.get("/savings", responses=_PROBLEM)
+def savings(
+    broker: Annotated[Broker, Depends(get_broker)],
+    caller: Annotated[str, Depends(get_tenant)],
+    group_by: Annotated[
+        Literal["provider", "site", "tenant", "team", "pool", "name", "workload", "capacity_type"],
+        Query(description="how to group the ledger"),
+    ] = "provider",
+    start: From = None,
+    end: To = None,
+    tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
+) -> dict[str, Any]:
+    """Savings against the greedy baseline: run-rate of the current placements and cost accrued in the window."""
+    return FinOps(broker).savings(tenant=scope(caller, tenant), group_by=group_by, start=start, end=end)
+
+
+@router.get(
+    "/export/focus",
+    responses={
+        200: {"content": {"text/csv": {}, PARQUET: {}}, "description": "FOCUS 1.2 cost and usage rows"},
+        **_PROBLEM,
+    },
+    response_class=Response,
+)
+def export_focus(
+    request: Request,
+    broker: Annotated[Broker, Depends(get_broker)],
+    caller: Annotated[str, Depends(get_tenant)],
+    start: From = None,
+    end: To = None,
+    tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
+    format: Annotated[
+        Literal["csv", "parquet"] | None, Query(description="csv or parquet (default: from Accept, else csv)")
+    ] = None,
+) -> Response:
+    """FinOps FOCUS export: one row per placement node pool (and storage, egress) per UTC day."""
+    fmt = format or ("parquet" if PARQUET in request.headers.get("accept", "") else "csv")
+    rows = FinOps(broker).focus(tenant=scope(caller, tenant), start=start, end=end)
+    if fmt == "parquet":
+        body, media, ext = to_parquet(rows), PARQUET, "parquet"
+    else:
+        body, media, ext = to_csv(rows), "text/csv; charset=utf-8", "csv"
+    return Response(
+        body,
+        media_type=media,
+        headers={
+            "Content-Disposition": f'attachment; filename="focus.{ext}"',
+            "X-Focus-Version": "1.2",
+            "X-Row-Count": str(len(rows)),
+        },
+    )

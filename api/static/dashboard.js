@@ -1,0 +1,266 @@
+/* Savings dashboard: fetches /v1/dashboard (aggregated server-side) and draws it.
+   No framework and no CDN: Chart.js and topojson-client are vendored under vendor/. */
+(function () {
+  "use strict";
+
+  const COLORS = { cost: "#2f6fed", baseline: "#c5cddb", savings: "#13a36e" };
+  const PROVIDER_COLORS = { aws: "#ff9900", azure: "#0078d4", gcp: "#34a853", private: "#9650c8", edge: "#b55fd0" };
+  const charts = {};
+  const state = { data: null, land: null };
+  window.__dashboard = { state, charts };
+
+  const $ = (sel) => document.querySelector(sel);
+  const usd = (x, digits) =>
+    x == null ? "n/a" : "$" + Number(x).toLocaleString("en-US", { minimumFractionDigits: digits ?? 2, maximumFractionDigits: digits ?? 2 });
+  const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+
+  function params() {
+    const q = new URLSearchParams(location.search);
+    return { tenant: q.get("tenant") || "", range: q.get("range") || "30", from: q.get("from") || "", to: q.get("to") || "" };
+  }
+
+  function windowOf(p) {
+    if (p.range === "custom" && p.from && p.to) {
+      const to = new Date(p.to + "T00:00:00Z");
+      to.setUTCDate(to.getUTCDate() + 1); // the "to" day is included
+      return { from: new Date(p.from + "T00:00:00Z"), to };
+    }
+    const to = new Date();
+    const from = new Date(to.getTime() - Number(p.range || 30) * 86400e3);
+    return { from, to };
+  }
+
+  async function load() {
+    const p = params();
+    $("#f-range").value = p.range;
+    $("#f-from").value = p.from;
+    $("#f-to").value = p.to;
+    $("#filters").classList.toggle("show-custom", p.range === "custom");
+    const w = windowOf(p);
+    const q = new URLSearchParams({ from: w.from.toISOString(), to: w.to.toISOString() });
+    if (p.tenant) q.set("tenant", p.tenant);
+    document.body.dataset.state = "loading";
+    try {
+      const [resp, land] = await Promise.all([
+        fetch("/v1/dashboard?" + q.toString()),
+        state.land ? Promise.resolve(state.land) : fetch("/dashboard/static/vendor/land-110m.json").then((r) => r.json()),
+      ]);
+      if (!resp.ok) throw new Error("dashboard data: HTTP " + resp.status);
+      state.data = await resp.json();
+      state.land = land;
+      render(state.data, p);
+      document.body.dataset.state = "ready";
+    } catch (err) {
+      document.body.dataset.state = "error";
+      $("#kpi-window").textContent = String(err.message || err);
+    }
+  }
+
+  function render(d, p) {
+    const tenantSel = $("#f-tenant");
+    tenantSel.innerHTML = '<option value="">All tenants</option>' +
+      d.tenants.map((t) => `<option value="${esc(t)}">${esc(t)}</option>`).join("");
+    tenantSel.value = p.tenant;
+    const t = d.totals;
+    setKpi("#kpi-cost-h", t.cost_per_hour, usd(t.cost_per_hour, 3) + "/h");
+    setKpi("#kpi-base-h", t.baseline_cost_per_hour, usd(t.baseline_cost_per_hour, 3) + "/h");
+    setKpi("#kpi-save-m", t.savings_per_month, usd(t.savings_per_month, 0) + "/mo");
+    $("#kpi-save-pct").textContent = t.savings_pct == null ? "per month" : `${t.savings_pct.toFixed(1)}% below baseline`;
+    setKpi("#kpi-cost", t.cost, usd(t.cost));
+    $("#kpi-saved").textContent = `saved ${usd(t.savings)} vs baseline`;
+    setKpi("#kpi-count", t.placements, String(t.placements));
+    $("#kpi-window").textContent = `${d.from.slice(0, 10)} → ${d.to.slice(0, 10)}`;
+
+    seriesChart(d.series);
+    groupChart("provider", d.by.provider, true);
+    groupChart("tenant", d.by.tenant, false);
+    groupChart("team", d.by.team, false);
+    groupChart("site", d.by.site.slice(0, 10), false);
+    drawMap(d.by.site);
+    forecast(d.forecast);
+    prices(d.prices);
+    latest(d.latest);
+  }
+
+  function setKpi(sel, raw, text) {
+    const el = $(sel);
+    el.textContent = text;
+    el.dataset.value = String(raw);
+  }
+
+  function replaceChart(id, config) {
+    if (charts[id]) charts[id].destroy();
+    charts[id] = new Chart(document.getElementById(id), config);
+  }
+
+  const baseOptions = () => ({
+    responsive: true,
+    maintainAspectRatio: false,
+    animation: false,
+    plugins: { legend: { position: "bottom", labels: { boxWidth: 12, font: { size: 11 } } } },
+  });
+
+  function seriesChart(s) {
+    const labels = s.points.map((pt) => pt.start.slice(0, 10));
+    const opts = baseOptions();
+    opts.interaction = { mode: "index", intersect: false };
+    opts.scales = { y: { beginAtZero: true, ticks: { callback: (v) => "$" + v } }, x: { ticks: { maxTicksLimit: 10 } } };
+    opts.plugins.tooltip = { callbacks: { label: (c) => `${c.dataset.label}: ${usd(c.parsed.y)}` } };
+    replaceChart("ch-series", {
+      type: "line",
+      data: {
+        labels,
+        datasets: [
+          { label: "Baseline (greedy)", data: s.points.map((pt) => pt.baseline_cost), borderColor: "#9aa5b8",
+            backgroundColor: "rgba(154,165,184,.15)", borderDash: [5, 4], pointRadius: 0, fill: false, tension: 0.2 },
+          { label: "Broker placements", data: s.points.map((pt) => pt.cost), borderColor: COLORS.cost,
+            backgroundColor: "rgba(47,111,237,.12)", pointRadius: 0, fill: true, tension: 0.2 },
+          { label: "Savings", data: s.points.map((pt) => pt.savings), borderColor: COLORS.savings,
+            backgroundColor: "rgba(19,163,110,.0)", pointRadius: 0, fill: false, tension: 0.2 },
+        ],
+      },
+      options: opts,
+    });
+  }
+
+  function groupChart(name, rows, byProvider) {
+    const opts = baseOptions();
+    opts.indexAxis = "y";
+    opts.scales = { x: { beginAtZero: true, ticks: { callback: (v) => "$" + v } }, y: { ticks: { font: { size: 11 } } } };
+    opts.plugins.tooltip = { callbacks: { label: (c) => `${c.dataset.label}: ${usd(c.parsed.x)}` } };
+    const costColors = rows.map((r) => (byProvider ? PROVIDER_COLORS[r.key] || COLORS.cost : COLORS.cost));
+    replaceChart("ch-" + name, {
+      type: "bar",
+      data: {
+        labels: rows.map((r) => r.key),
+        datasets: [
+          { label: "Cost", data: rows.map((r) => r.cost), backgroundColor: costColors, borderRadius: 3 },
+          { label: "Baseline", data: rows.map((r) => r.baseline_cost), backgroundColor: COLORS.baseline, borderRadius: 3 },
+        ],
+      },
+      options: opts,
+    });
+  }
+
+  // equirectangular projection, cropped to the inhabited latitudes
+  const LAT_TOP = 80, LAT_BOTTOM = -58, W = 1000;
+  const H = ((LAT_TOP - LAT_BOTTOM) / 360) * W;
+  const px = (lon) => ((lon + 180) / 360) * W;
+  const py = (lat) => ((LAT_TOP - lat) / 360) * W;
+
+  function ringPath(ring) {
+    let out = "";
+    let prev = null;
+    for (const [lon, lat] of ring) {
+      // a jump across the antimeridian starts a new sub-path instead of a streak across the map
+      const move = prev === null || Math.abs(lon - prev) > 180;
+      out += (move ? "M" : "L") + px(lon).toFixed(1) + "," + py(lat).toFixed(1);
+      prev = lon;
+    }
+    return out + "Z";
+  }
+
+  function drawMap(sites) {
+    const geo = topojson.feature(state.land, state.land.objects.land);
+    const polys = geo.features ? geo.features.map((f) => f.geometry) : [geo.geometry];
+    let d = "";
+    for (const g of polys) {
+      const list = g.type === "Polygon" ? [g.coordinates] : g.coordinates;
+      for (const poly of list) for (const ring of poly) d += ringPath(ring);
+    }
+    const placed = sites.filter((s) => s.lat != null && s.lon != null && s.cost_per_hour > 0);
+    const maxCost = Math.max(1e-9, ...placed.map((s) => s.cost_per_hour));
+    const circles = placed
+      .sort((a, b) => b.cost_per_hour - a.cost_per_hour)
+      .map((s) => {
+        const r = 3 + 15 * Math.sqrt(s.cost_per_hour / maxCost);
+        const prov = s.key.split(":")[0];
+        return `<circle class="site ${esc(prov)}" data-site="${esc(s.key)}" cx="${px(s.lon).toFixed(1)}" cy="${py(s.lat).toFixed(1)}" r="${r.toFixed(1)}">` +
+          `<title>${esc(s.key)}${s.name ? " (" + esc(s.name) + ")" : ""}\n${usd(s.cost_per_hour, 4)}/h now · ${usd(s.cost)} in window · ${s.placements} placements</title></circle>`;
+      })
+      .join("");
+    $("#map").innerHTML =
+      `<svg viewBox="0 0 ${W} ${H.toFixed(0)}" preserveAspectRatio="xMidYMid meet"><path class="land" d="${d}"/>${circles}` +
+      `<text class="legend" x="8" y="${(H - 8).toFixed(0)}">${placed.length} sites with running placements</text></svg>`;
+  }
+
+  function forecast(f) {
+    const empty = $("#forecast-empty");
+    const canvas = document.getElementById("ch-forecast");
+    if (!f.available) {
+      if (charts["ch-forecast"]) { charts["ch-forecast"].destroy(); delete charts["ch-forecast"]; }
+      canvas.hidden = true;
+      empty.hidden = false;
+      empty.textContent = `No forecast to compare yet: ${f.reason}. Import usage history (broker usage import) to see forecast against actual demand.`;
+      return;
+    }
+    canvas.hidden = false;
+    empty.hidden = true;
+    const pts = f.series;
+    const opts = baseOptions();
+    opts.interaction = { mode: "index", intersect: false };
+    replaceChart("ch-forecast", {
+      type: "line",
+      data: {
+        labels: pts.map((p) => String(p.timestamp).slice(0, 16)),
+        datasets: [
+          { label: "Actual", data: pts.map((p) => p.actual), borderColor: "#1d2433", pointRadius: 0 },
+          { label: "Forecast p50", data: pts.map((p) => p.p50), borderColor: COLORS.cost, pointRadius: 0 },
+          { label: "Forecast p95", data: pts.map((p) => p.p95), borderColor: "#9aa5b8", borderDash: [4, 4], pointRadius: 0 },
+        ],
+      },
+      options: opts,
+    });
+  }
+
+  function prices(rows) {
+    $("#prices tbody").innerHTML = rows
+      .map((r) => `<tr><td>${esc(r.provider)}</td><td>${esc(String(r.price_as_of).slice(0, 10))}</td>` +
+        `<td class="num">${r.age_days == null ? "?" : r.age_days + " d"}</td>` +
+        `<td><span class="badge ${r.stale ? "stale" : "ok"}">${r.stale ? "stale" : "fresh"}</span></td></tr>`)
+      .join("");
+  }
+
+  function latest(rows) {
+    $("#latest tbody").innerHTML = rows
+      .map((r) => {
+        const why = r.assignments
+          .map((a) => `<li><b>${esc(a.workload)}</b> × ${a.replicas} on <code>${esc(a.pool)}</code>` +
+            (a.binding.length ? ` — bound by ${a.binding.map(esc).join(", ")}` : " — cheapest allowed") +
+            (a.next_best ? `; next best <code>${esc(a.next_best)}</code>${a.next_best_extra_per_hour != null ? " (+" + usd(a.next_best_extra_per_hour, 4) + "/h)" : ""}` : "") +
+            `</li>`)
+          .join("");
+        const pct = r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%";
+        return `<tr data-id="${esc(r.id)}"><td>${esc(String(r.created_at).slice(0, 16).replace("T", " "))}</td>` +
+          `<td>${esc(r.name)}</td><td>${esc(r.tenant)}</td><td class="num">${usd(r.cost_per_hour, 4)}</td>` +
+          `<td class="num">${usd(r.baseline_cost_per_hour, 4)}</td><td class="num savings-pos">${pct}</td>` +
+          `<td><details><summary>${r.assignments.length} assignments</summary><ul>${why}</ul></details></td></tr>`;
+      })
+      .join("");
+  }
+
+  function navigate(ev) {
+    if (ev) ev.preventDefault();
+    const q = new URLSearchParams();
+    const tenant = $("#f-tenant").value;
+    const range = $("#f-range").value;
+    if (tenant) q.set("tenant", tenant);
+    q.set("range", range);
+    if (range === "custom") {
+      q.set("from", $("#f-from").value);
+      q.set("to", $("#f-to").value);
+    }
+    history.pushState(null, "", "?" + q.toString());
+    load();
+  }
+
+  $("#filters").addEventListener("submit", navigate);
+  $("#f-tenant").addEventListener("change", navigate);
+  $("#f-range").addEventListener("change", () => {
+    const custom = $("#f-range").value === "custom";
+    $("#filters").classList.toggle("show-custom", custom);
+    if (!custom) navigate();
+  });
+  window.addEventListener("popstate", load);
+  load();
+})();

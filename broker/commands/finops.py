@@ -1,0 +1,58 @@
+"""`broker finops ...`: savings ledger from the command line, and demo data for the dashboard."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from broker.settings import Settings
+
+
+def register(app: typer.Typer) -> None:
+    finops_app = typer.Typer(help="Savings ledger and dashboard data.", no_args_is_help=True)
+    app.add_typer(finops_app, name="finops")
+
+    @finops_app.command("savings")
+    def savings(
+        group_by: Annotated[str, typer.Option(help="provider, site, tenant, team, pool, name, workload")] = "provider",
+        tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
+    ) -> None:
+        """Savings against the baseline over the last 30 days, grouped."""
+        from broker.finops.service import FinOps
+        from broker.services import Broker
+
+        doc = FinOps(Broker.open(Settings())).savings(tenant=tenant, group_by=group_by)
+        if as_json:
+            print(json.dumps(doc, indent=2))
+            return
+        t = Table(title=f"savings by {group_by}, {doc['from'][:10]} to {doc['to'][:10]} (USD)")
+        for col in ("group", "placements", "cost/h now", "baseline/h", "savings/month", "spent", "saved"):
+            t.add_column(col, justify="left" if col == "group" else "right")
+        for g in [*doc["groups"], {"key": "total", **doc["totals"]}]:
+            t.add_row(
+                g["key"],
+                str(g["placements"]),
+                f"{g['cost_per_hour']:.4f}",
+                f"{g['baseline_cost_per_hour']:.4f}",
+                f"{g['savings_per_month']:,.2f}",
+                f"{g['cost']:,.2f}",
+                f"{g['savings']:,.2f}",
+            )
+        Console().print(t)
+
+    @finops_app.command("seed-demo")
+    def seed_demo(
+        days: Annotated[int, typer.Option(help="spread the placements over this many past days")] = 30,
+        per_service: Annotated[int, typer.Option(help="placements stored per demo service")] = 8,
+    ) -> None:
+        """Store demo placements (three services of two tenants, solved for real) to try the dashboard."""
+        from broker.finops.demo import seed_demo as seed
+        from broker.services import Broker
+
+        ids = seed(Broker.open(Settings()), days=days, per_service=per_service)
+        Console(stderr=True).print(f"stored {len(ids)} demo placements; open /dashboard")

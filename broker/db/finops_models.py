@@ -1,0 +1,57 @@
+"""Savings ledger rows: one per stored placement, and its cost split into items.
+
+The ledger is derived from the placements table (see broker.finops.store) so
+aggregations over thousands of placements run as narrow-row scans instead of
+parsing every stored result document.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Index, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from broker.db.models import Base
+
+
+class LedgerEntryRow(Base):
+    __tablename__ = "finops_ledger"
+    placement_id: Mapped[str] = mapped_column(ForeignKey("placements.id", ondelete="CASCADE"), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(80))
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # when a newer placement of the same tenant and name replaced this one (None: still current)
+    superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    cost_per_hour: Mapped[float] = mapped_column(Float)
+    baseline_cost_per_hour: Mapped[float] = mapped_column(Float)
+    has_baseline: Mapped[bool] = mapped_column(Boolean)
+    savings_per_hour: Mapped[float] = mapped_column(Float)
+    savings_per_month: Mapped[float] = mapped_column(Float)
+
+
+class LedgerItemRow(Base):
+    __tablename__ = "finops_ledger_items"
+    placement_id: Mapped[str] = mapped_column(
+        ForeignKey("finops_ledger.placement_id", ondelete="CASCADE"), primary_key=True
+    )
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))  # compute | storage | egress
+    workload: Mapped[str] = mapped_column(String(200))
+    team: Mapped[str] = mapped_column(String(200))
+    provider: Mapped[str] = mapped_column(String(40))
+    site: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    pool: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    quantity: Mapped[float] = mapped_column(Float, default=0.0)  # nodes, or GiB of storage
+    unit_price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
+    list_unit_price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
+    cost_per_hour: Mapped[float] = mapped_column(Float)
+    baseline_cost_per_hour: Mapped[float] = mapped_column(Float)
+
+
+Index(
+    "ix_finops_ledger_tenant_created",
+    LedgerEntryRow.tenant,
+    LedgerEntryRow.created_at,
+)
+Index("ix_finops_ledger_tenant_name", LedgerEntryRow.tenant, LedgerEntryRow.name)

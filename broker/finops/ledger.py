@@ -1,0 +1,353 @@
+"""The savings ledger, pure: split a stored placement into cost items and aggregate them.
+
+A stored placement is a plan that runs from its `created_at` until a newer
+placement of the same tenant and name replaces it. Its cost accrues over that
+interval; so does what the baseline (a greedy per-workload scheduler) would
+have cost. The plan's cost is split into items (compute per workload and pool,
+storage per workload and site, inter-site egress per workload) so it can be
+grouped by provider, site, tenant or team; the baseline, which is only known
+for the whole plan, is allocated to the items in proportion to their cost.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from broker.domain import HOURS_PER_MONTH
+
+GroupBy = Literal["provider", "site", "tenant", "team", "pool", "name", "workload", "capacity_type"]
+GROUP_BYS: tuple[str, ...] = (
+    "provider",
+    "site",
+    "tenant",
+    "team",
+    "pool",
+    "name",
+    "workload",
+    "capacity_type",
+)
+NO_TEAM = "(unlabelled)"
+EGRESS = "(egress)"
+TEAM_LABEL = "team"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One stored placement: what it costs, what the baseline would cost, while it is current."""
+
+    placement_id: str
+    tenant: str
+    name: str
+    created_at: datetime
+    superseded_at: datetime | None
+    cost_per_hour: float
+    baseline_cost_per_hour: float  # equals cost_per_hour when the baseline could not place it
+    has_baseline: bool
+
+    @property
+    def savings_per_hour(self) -> float:
+        return self.baseline_cost_per_hour - self.cost_per_hour
+
+    @property
+    def savings_per_month(self) -> float:
+        return self.savings_per_hour * HOURS_PER_MONTH
+
+    def active_hours(self, start: datetime, end: datetime) -> float:
+        """Hours of [start, end) during which this placement was the current one."""
+        lo = max(start, self.created_at)
+        hi = min(end, self.superseded_at) if self.superseded_at is not None else end
+        return max(0.0, (hi - lo).total_seconds() / 3600.0)
+
+    def active_at(self, t: datetime) -> bool:
+        return self.created_at <= t and (self.superseded_at is None or t < self.superseded_at)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerItem:
+    placement_id: str
+    line: int
+    kind: str  # compute | storage | egress
+    workload: str
+    team: str
+    provider: str
+    site: str | None
+    pool: str | None
+    quantity: float  # compute: nodes of the pool in the whole plan; storage: GiB
+    unit_price_per_hour: float  # price of one node (compute items)
+    list_unit_price_per_hour: float  # on-demand price of the same node type, where the catalog has it
+    cost_per_hour: float
+    baseline_cost_per_hour: float
+
+    @property
+    def capacity_type(self) -> str:
+        return self.pool.rsplit("/", 1)[1] if self.pool else ""
+
+
+def ondemand_counterpart(pool: str) -> str:
+    """'aws:x/m6i.large/spot' -> 'aws:x/m6i.large/ondemand' (the list price of a discounted node)."""
+    base, _cap = pool.rsplit("/", 1)
+    return f"{base}/ondemand"
+
+
+def entry_from_placement(
+    *, placement_id: str, tenant: str, name: str, created_at: datetime, result: Mapping[str, Any]
+) -> LedgerEntry:
+    cost = float(result["cost_per_hour"])
+    base = (result.get("baseline") or {}).get("cost_per_hour")
+    return LedgerEntry(
+        placement_id=placement_id,
+        tenant=tenant,
+        name=name,
+        created_at=created_at,
+        superseded_at=None,
+        cost_per_hour=cost,
+        baseline_cost_per_hour=float(base) if base is not None else cost,
+        has_baseline=base is not None,
+    )
+
+
+def _teams(request: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        str(w["name"]): str((w.get("labels") or {}).get(TEAM_LABEL) or NO_TEAM) for w in request.get("workloads", [])
+    }
+
+
+def items_from_placement(
+    entry: LedgerEntry,
+    result: Mapping[str, Any],
+    request: Mapping[str, Any],
+    list_price: Callable[[str], float | None] = lambda _pool: None,
+) -> list[LedgerItem]:
+    """Split a placement document into items whose costs add up to its cost_per_hour."""
+    teams = _teams(request)
+    gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in request.get("workloads", [])}
+    nodes = {str(n["pool"]): (int(n["count"]), float(n["cost_per_hour"])) for n in result.get("nodes", [])}
+    assignments = list(result.get("assignments", []))
+
+    def compute_share(a: Mapping[str, Any]) -> float:
+        ex = a.get("explanation") or {}
+        br = ex.get("cost_breakdown") or {}
+        return float(br.get("compute", float(ex.get("cost_per_hour", 0.0)) - float(br.get("storage", 0.0))))
+
+    # the node cost of a pool, split by each workload's share as the explanation computed it
+    share_sum: dict[str, float] = defaultdict(float)
+    users: dict[str, int] = defaultdict(int)
+    for a in assignments:
+        share_sum[a["pool"]] += compute_share(a)
+        users[a["pool"]] += 1
+    raw: list[dict[str, Any]] = []
+    for a in assignments:
+        pool = str(a["pool"])
+        count, pool_cost = nodes.get(pool, (0, 0.0))
+        total = share_sum[pool]
+        portion = compute_share(a) / total if total > 0 else 1.0 / users[pool]
+        unit = pool_cost / count if count else 0.0
+        listed = list_price(pool)
+        raw.append(
+            dict(
+                kind="compute",
+                workload=a["workload"],
+                site=a["site"],
+                pool=pool,
+                qty=count,
+                unit=unit,
+                list_unit=listed if listed is not None else unit,
+                cost=pool_cost * portion,
+            )
+        )
+        storage = float(((a.get("explanation") or {}).get("cost_breakdown") or {}).get("storage", 0.0))
+        if storage > 0:
+            raw.append(
+                dict(
+                    kind="storage",
+                    workload=a["workload"],
+                    site=a["site"],
+                    pool=None,
+                    qty=gib.get(a["workload"], 0.0) * int(a["replicas"]),
+                    unit=0.0,
+                    list_unit=0.0,
+                    cost=storage,
+                )
+            )
+    egress = float(result.get("egress_cost_per_hour", 0.0) or 0.0)
+    if egress > 0:
+        per_w: dict[str, float] = defaultdict(float)
+        for r in raw:
+            per_w[r["workload"]] += r["cost"]
+        total_w = sum(per_w.values())
+        for w, c in per_w.items():
+            share = c / total_w if total_w > 0 else 1.0 / len(per_w)
+            raw.append(
+                dict(
+                    kind="egress",
+                    workload=w,
+                    site=None,
+                    pool=None,
+                    qty=0.0,
+                    unit=0.0,
+                    list_unit=0.0,
+                    cost=egress * share,
+                )
+            )
+    plan_cost = sum(r["cost"] for r in raw)
+    ratio = entry.baseline_cost_per_hour / plan_cost if plan_cost > 0 else 0.0
+    return [
+        LedgerItem(
+            placement_id=entry.placement_id,
+            line=i,
+            kind=r["kind"],
+            workload=str(r["workload"]),
+            team=teams.get(str(r["workload"]), NO_TEAM),
+            provider=str(r["site"]).split(":", 1)[0] if r["site"] else EGRESS,
+            site=r["site"],
+            pool=r["pool"],
+            quantity=float(r["qty"]),
+            unit_price_per_hour=float(r["unit"]),
+            list_unit_price_per_hour=float(r["list_unit"]),
+            cost_per_hour=float(r["cost"]),
+            baseline_cost_per_hour=float(r["cost"]) * ratio,
+        )
+        for i, r in enumerate(raw)
+    ]
+
+
+def with_supersession(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
+    """Set superseded_at: each placement is replaced by the next one of the same tenant and name."""
+    groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
+    for e in entries:
+        groups[(e.tenant, e.name)].append(e)
+    out: list[LedgerEntry] = []
+    for group in groups.values():
+        group.sort(key=lambda e: (e.created_at, e.placement_id))
+        for cur, nxt in zip(group, [*group[1:], None], strict=True):
+            out.append(_replace_superseded(cur, nxt.created_at if nxt is not None else None))
+    return out
+
+
+def _replace_superseded(e: LedgerEntry, when: datetime | None) -> LedgerEntry:
+    return LedgerEntry(
+        e.placement_id,
+        e.tenant,
+        e.name,
+        e.created_at,
+        when,
+        e.cost_per_hour,
+        e.baseline_cost_per_hour,
+        e.has_baseline,
+    )
+
+
+# ---- aggregation ----------------------------------------------------------------------
+
+
+@dataclass
+class Totals:
+    placements: set[str]
+    cost_per_hour: float = 0.0
+    baseline_cost_per_hour: float = 0.0
+    cost: float = 0.0  # accrued over the window, USD
+    baseline_cost: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        savings_h = self.baseline_cost_per_hour - self.cost_per_hour
+        savings = self.baseline_cost - self.cost
+        return {
+            "placements": len(self.placements),
+            "cost_per_hour": round(self.cost_per_hour, 6),
+            "baseline_cost_per_hour": round(self.baseline_cost_per_hour, 6),
+            "savings_per_hour": round(savings_h, 6),
+            "savings_per_month": round(savings_h * HOURS_PER_MONTH, 2),
+            "savings_pct": round(savings_h / self.baseline_cost_per_hour * 100, 2)
+            if self.baseline_cost_per_hour > 0
+            else None,
+            "cost": round(self.cost, 4),
+            "baseline_cost": round(self.baseline_cost, 4),
+            "savings": round(savings, 4),
+        }
+
+
+def group_key(item: LedgerItem, entry: LedgerEntry, group_by: str) -> str:
+    if group_by == "tenant":
+        return entry.tenant
+    if group_by == "name":
+        return entry.name
+    if group_by == "capacity_type":
+        return item.capacity_type or item.kind
+    if group_by == "pool":
+        return item.pool or (f"{item.site} ({item.kind})" if item.site else EGRESS)
+    if group_by == "site":
+        return item.site or EGRESS
+    value: str = getattr(item, group_by)
+    return value
+
+
+def summarize(
+    entries: Sequence[LedgerEntry],
+    items: Iterable[LedgerItem],
+    *,
+    group_by: str,
+    start: datetime,
+    end: datetime,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(totals, groups): run-rate of the placements current at `end`, and cost accrued in [start, end)."""
+    by_id = {e.placement_id: e for e in entries}
+    hours = {e.placement_id: e.active_hours(start, end) for e in entries}
+    # the run-rate is what is current at the end of the window (just before it: [start, end) is half-open)
+    at = end - timedelta(microseconds=1)
+    current = {e.placement_id for e in entries if e.active_at(at)}
+    total = Totals(set())
+    groups: dict[str, Totals] = {}
+    for it in items:
+        e = by_id.get(it.placement_id)
+        h = hours.get(it.placement_id, 0.0)
+        if e is None or (h <= 0 and it.placement_id not in current):
+            continue
+        g = groups.setdefault(group_key(it, e, group_by), Totals(set()))
+        for t in (total, g):
+            t.placements.add(it.placement_id)
+            t.cost += it.cost_per_hour * h
+            t.baseline_cost += it.baseline_cost_per_hour * h
+            if it.placement_id in current:
+                t.cost_per_hour += it.cost_per_hour
+                t.baseline_cost_per_hour += it.baseline_cost_per_hour
+    rows = [{"key": k, **v.as_dict()} for k, v in groups.items()]
+    rows.sort(key=lambda r: (-r["cost"], -r["cost_per_hour"], r["key"]))
+    return total.as_dict(), rows
+
+
+def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, step: timedelta) -> list[dict[str, Any]]:
+    """Accrued cost and baseline per time bucket of [start, end).
+
+    Each placement visits only the buckets it overlaps, so the cost is
+    O(placements + buckets) for the usual short-lived CI placements.
+    """
+    n = max(1, -(-int((end - start) / timedelta(microseconds=1)) // int(step / timedelta(microseconds=1))))
+    cost = [0.0] * n
+    base = [0.0] * n
+    for e in entries:
+        lo = max(start, e.created_at)
+        hi = min(end, e.superseded_at) if e.superseded_at is not None else end
+        if hi <= lo:
+            continue
+        b = int((lo - start) / step)
+        while b < n:
+            b_start = start + b * step
+            if b_start >= hi:
+                break
+            h = e.active_hours(b_start, min(b_start + step, end))
+            cost[b] += e.cost_per_hour * h
+            base[b] += e.baseline_cost_per_hour * h
+            b += 1
+    return [
+        {
+            "start": (start + b * step).isoformat(),
+            "cost": round(cost[b], 4),
+            "baseline_cost": round(base[b], 4),
+            "savings": round(base[b] - cost[b], 4),
+        }
+        for b in range(n)
+    ]

@@ -1,0 +1,178 @@
+"""FinOps use cases: savings by group, FOCUS rows, and the dashboard's aggregates.
+
+Everything is aggregated here, server-side, so the dashboard downloads a few
+kilobytes however many placements are stored.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from broker.errors import InvalidRequest
+from broker.finops import store
+from broker.finops.focus import focus_rows
+from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize
+from broker.services import Broker
+
+DEFAULT_WINDOW = timedelta(days=30)
+MAX_FOCUS_WINDOW = timedelta(days=366)
+LATEST = 15
+
+
+def window(start: datetime | None, end: datetime | None, *, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """Resolve ?from=&to= (naive times are UTC): default the last 30 days up to now."""
+    end = store.utc(end) if end is not None else (now or datetime.now(UTC))
+    start = store.utc(start) if start is not None else end - DEFAULT_WINDOW
+    if start >= end:
+        raise InvalidRequest(
+            "the time window is empty",
+            errors=[{"loc": ["query", "from"], "msg": "'from' must be before 'to'"}],
+        )
+    return start, end
+
+
+@dataclass
+class FinOps:
+    broker: Broker
+
+    def _load(self, tenant: str | None, start: datetime, end: datetime) -> tuple[list[LedgerEntry], list[Any]]:
+        store.sync(self.broker.sessions)
+        return store.load(self.broker.sessions, tenant=tenant, start=start, end=end)
+
+    def savings(
+        self, *, tenant: str | None, group_by: str, start: datetime | None = None, end: datetime | None = None
+    ) -> dict[str, Any]:
+        if group_by not in GROUP_BYS:
+            raise InvalidRequest(
+                f"cannot group by {group_by!r}",
+                errors=[{"loc": ["query", "group_by"], "msg": f"one of {', '.join(GROUP_BYS)}"}],
+            )
+        lo, hi = window(start, end)
+        entries, items = self._load(tenant, lo, hi)
+        totals, groups = summarize(entries, items, group_by=group_by, start=lo, end=hi)
+        return {
+            "from": lo.isoformat(),
+            "to": hi.isoformat(),
+            "tenant": tenant,
+            "group_by": group_by,
+            "currency": "USD",
+            "totals": totals,
+            "groups": groups,
+        }
+
+    def focus(
+        self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        lo, hi = window(start, end)
+        if hi - lo > MAX_FOCUS_WINDOW:
+            raise InvalidRequest(
+                "the export window is longer than 366 days",
+                errors=[{"loc": ["query", "from"], "msg": "export at most 366 days at a time"}],
+            )
+        entries, items = self._load(tenant, lo, hi)
+        return focus_rows(entries, items, start=lo, end=hi)
+
+    def dashboard(
+        self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
+    ) -> dict[str, Any]:
+        lo, hi = window(start, end)
+        entries, items = self._load(tenant, lo, hi)
+        step = timedelta(days=1) if hi - lo <= timedelta(days=120) else timedelta(days=7)
+        by: dict[str, list[dict[str, Any]]] = {}
+        totals: dict[str, Any] = {}
+        for g in ("provider", "site", "tenant", "team"):
+            totals, by[g] = summarize(entries, items, group_by=g, start=lo, end=hi)
+        cat = self.broker.catalog()
+        for row in by["site"]:
+            site = cat.sites.get(row["key"])
+            row["lat"] = site.lat if site else None
+            row["lon"] = site.lon if site else None
+            row["name"] = site.name if site else ""
+        newest = sorted(entries, key=lambda e: (e.created_at, e.placement_id), reverse=True)[:LATEST]
+        return {
+            "from": lo.isoformat(),
+            "to": hi.isoformat(),
+            "tenant": tenant,
+            "currency": "USD",
+            "totals": totals,
+            "series": {
+                "step_hours": step / timedelta(hours=1),
+                "points": series(entries, start=lo, end=hi, step=step),
+            },
+            "by": by,
+            "latest": [
+                _latest(d) for d in store.latest_documents(self.broker.sessions, [e.placement_id for e in newest])
+            ],
+            "prices": self._prices(hi),
+            "forecast": self._forecast(tenant, lo, hi),
+            "tenants": store.tenants(self.broker.sessions),
+        }
+
+    def _prices(self, now: datetime) -> list[dict[str, Any]]:
+        cat = self.broker.catalog()
+        limit = self.broker.settings.price_stale_after_days
+        out = []
+        for provider, as_of in sorted(cat.price_as_of.items()):
+            try:
+                when = store.utc(datetime.fromisoformat(as_of))
+                age: float | None = round((datetime.now(UTC) - when) / timedelta(days=1), 1)
+            except ValueError:
+                age = None
+            out.append(
+                {
+                    "provider": provider,
+                    "price_as_of": as_of,
+                    "age_days": age,
+                    "stale": age is None or age > limit,
+                }
+            )
+        return out
+
+    def _forecast(self, tenant: str | None, start: datetime, end: datetime) -> dict[str, Any]:
+        """Forecast vs actual demand, from the forecasting area's service when it is installed."""
+        try:
+            mod = importlib.import_module("broker.forecast.service")
+        except ImportError:
+            return {"available": False, "reason": "forecasting is not installed", "series": []}
+        fn = getattr(mod, "forecast_vs_actual", None)
+        if fn is None:
+            return {
+                "available": False,
+                "reason": "the forecasting service offers no forecast_vs_actual",
+                "series": [],
+            }
+        try:
+            data = fn(self.broker, tenant=tenant, start=start, end=end)
+        except Exception as exc:  # another area's service must not take the dashboard down
+            return {"available": False, "reason": f"forecast unavailable: {type(exc).__name__}", "series": []}
+        series_ = list(data or [])
+        if not series_:
+            return {"available": False, "reason": "no usage history yet", "series": []}
+        return {"available": True, "reason": "", "series": series_}
+
+
+def _latest(doc: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": doc["id"],
+        "name": doc.get("name", ""),
+        "tenant": doc.get("tenant", ""),
+        "created_at": doc.get("created_at"),
+        "status": doc.get("status"),
+        "cost_per_hour": doc.get("cost_per_hour"),
+        "baseline_cost_per_hour": (doc.get("baseline") or {}).get("cost_per_hour"),
+        "savings_pct": doc.get("savings_pct"),
+        "assignments": [
+            {
+                "workload": a["workload"],
+                "pool": a["pool"],
+                "replicas": a["replicas"],
+                "binding": list((a.get("explanation") or {}).get("binding", [])),
+                "next_best": (a.get("explanation") or {}).get("next_best"),
+                "next_best_extra_per_hour": (a.get("explanation") or {}).get("next_best_extra_per_hour"),
+            }
+            for a in doc.get("assignments", [])
+        ],
+    }
