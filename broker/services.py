@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -81,8 +83,19 @@ class Broker:
 
     # ---- placements -------------------------------------------------------------------
 
-    def place(self, doc: PlacementRequestIn | Any, *, tenant: str = "default") -> tuple[dict[str, Any], bool]:
-        """Solve a placement request; store it unless it is a dry run. Returns (document, stored)."""
+    def place(
+        self,
+        doc: PlacementRequestIn | Any,
+        *,
+        tenant: str = "default",
+        exclude_sites: Collection[str] = (),
+        current: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Solve a placement request; store it unless it is a dry run. Returns (document, stored).
+
+        `exclude_sites` (failed sites) offer no capacity; `current` (pool -> workload ->
+        replicas) is the running placement a replan would rather not move away from.
+        """
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
         request = req_in.to_domain()
         cat = self.catalog()
@@ -93,6 +106,9 @@ class Broker:
             weights=self.settings.fair_share_weights,
             others=fairshare.used_by_others(self.sessions, tenant),
         )
+        if exclude_sites:
+            gone = [table.site_index[x] for x in exclude_sites if x in table.site_index]
+            table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         problem = PlacementProblem(
             request=request,
             table=table,
@@ -100,6 +116,7 @@ class Broker:
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,
             storage_usd_per_gb_month=cat.storage,
+            current=current or {},
         )
         result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
         out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
