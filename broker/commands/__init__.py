@@ -5,6 +5,8 @@ COMMAND_MODULES (one per line) to add its commands to `broker`.
 """
 
 COMMAND_MODULES: list[str] = [
+    "pricing",
+    "sites",
     "export",
     "finops",
 ]

@@ -1,0 +1,43 @@
+"""`broker sites import FILE`: add or update private and edge sites (exit 2 on an invalid file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from broker.errors import InvalidRequest
+from broker.settings import Settings
+
+EXIT_INVALID = 2
+
+
+def register(app: typer.Typer) -> None:
+    sites_app = typer.Typer(help="Private data centres and edge sites.", no_args_is_help=True)
+    app.add_typer(sites_app, name="sites")
+
+    @sites_app.command("import")
+    def import_(file: Annotated[Path, typer.Argument(help="sites YAML or JSON file")]) -> None:
+        """Add or update private and edge sites; nothing changes when the file is invalid."""
+        from broker.services import Broker
+        from broker.sites_service import import_sites, read_sites_file
+
+        out, err = Console(), Console(stderr=True)
+        try:
+            doc = read_sites_file(file)
+        except InvalidRequest as exc:
+            err.print(f"[red]invalid sites file:[/red] {exc.detail}")
+            for e in exc.errors:
+                loc = ".".join(str(p) for p in e.get("loc", []))
+                err.print(f"  - {loc}: {e.get('msg')}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        broker = Broker.open(Settings())
+        result = import_sites(broker.sessions, doc)
+        table = Table("pool", "USD/node-hour", "max_nodes", title=f"imported {len(result['sites'])} site(s)")
+        for site in result["sites"]:
+            for p in site["pools"]:
+                table.add_row(p["id"], f"{p['price_per_hour']:.4f}", str(p["max_nodes"]))
+        out.print(table)

@@ -1,0 +1,84 @@
+"""Rows of the pricing area: price history, list prices, discount rules, refresh jobs,
+imported site definitions and per-site storage prices (migration 0002)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from broker.db.models import Base, utcnow
+
+
+class PriceHistoryRow(Base):
+    """One price of one pool as a feed (or the TCO model) stated it, with when it took effect."""
+
+    __tablename__ = "price_history"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    pool_id: Mapped[str] = mapped_column(String(300))
+    price_per_hour: Mapped[float] = mapped_column(Float)  # effective, after discounts
+    list_price_per_hour: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(40))
+    effective_at: Mapped[str] = mapped_column(String(40))  # ISO 8601 as the source gives it
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    refresh_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+
+
+Index("ix_price_history_pool_recorded", PriceHistoryRow.pool_id, PriceHistoryRow.recorded_at)
+
+
+class ListPriceRow(Base):
+    """The undiscounted price behind a pool's effective price, so discount rules can be re-applied."""
+
+    __tablename__ = "list_prices"
+    pool_id: Mapped[str] = mapped_column(String(300), primary_key=True)
+    price_per_hour: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(40))
+    as_of: Mapped[str] = mapped_column(String(40))
+
+
+class DiscountRuleRow(Base):
+    __tablename__ = "discount_rules"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    family: Mapped[str] = mapped_column(String(80), default="*")  # glob on the instance type
+    region: Mapped[str] = mapped_column(String(120), default="*")  # glob on the region
+    capacity_types: Mapped[list[str]] = mapped_column(JSON, default=list)  # empty = all
+    discount_pct: Mapped[float] = mapped_column(Float)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PricingJobRow(Base):
+    __tablename__ = "pricing_jobs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20))  # queued | running | succeeded | failed
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class SiteDefinitionRow(Base):
+    """The document a private or edge site was imported from (TCO inputs kept for audit)."""
+
+    __tablename__ = "site_definitions"
+    site_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    imported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SiteStoragePriceRow(Base):
+    """Block-storage price at one site and tier from a live feed; overrides the per-provider price."""
+
+    __tablename__ = "site_storage_prices"
+    site: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tier: Mapped[str] = mapped_column(String(20), primary_key=True)
+    usd_per_gb_month: Mapped[float] = mapped_column(Float)
+    product: Mapped[str] = mapped_column(String(80), default="")
+    source: Mapped[str] = mapped_column(String(40), default="")
+    as_of: Mapped[str] = mapped_column(String(40), default="")
