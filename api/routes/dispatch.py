@@ -1,0 +1,136 @@
+"""Target clusters, dispatch of stored placements, replans and the Alertmanager webhook."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from api.deps import get_broker, get_tenant
+from api.errors import problem
+from broker.dispatch.alerts import AlertmanagerWebhook
+from broker.dispatch.clusters import add_cluster, get_cluster, list_clusters, remove_cluster
+from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
+from broker.dispatch.outbox import FAILED, DispatchService
+from broker.dispatch.replan import ReplanService
+from broker.services import Broker
+
+router = APIRouter(prefix="/v1", tags=["dispatch"])
+
+_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
+BrokerDep = Annotated[Broker, Depends(get_broker)]
+TenantDep = Annotated[str, Depends(get_tenant)]
+
+
+def dispatch_service(request: Request, broker: BrokerDep) -> DispatchService:
+    """One service per app, so tests can swap in other dispatchers via app.state."""
+    svc = getattr(request.app.state, "dispatch_service", None)
+    if svc is None or svc.broker is not broker:
+        svc = DispatchService(broker)
+        request.app.state.dispatch_service = svc
+    return svc
+
+
+# ---- clusters ----------------------------------------------------------------------------
+
+
+@router.post("/clusters", status_code=201, responses={409: _PROBLEM, 422: _PROBLEM})
+def create_cluster(body: ClusterIn, broker: BrokerDep, tenant: TenantDep, response: Response) -> dict[str, Any]:
+    """Register a target cluster of a site: a kubeconfig context, or a GitOps work tree."""
+    cluster = add_cluster(broker.sessions, body, known_sites=broker.catalog().sites, tenant=tenant)
+    response.headers["Location"] = f"/v1/clusters/{cluster.name}"
+    return cluster.to_json()
+
+
+@router.get("/clusters")
+def get_clusters(broker: BrokerDep, tenant: TenantDep) -> list[dict[str, Any]]:
+    return [c.to_json() for c in list_clusters(broker.sessions, tenant=tenant)]
+
+
+@router.get("/clusters/{name}", responses={404: _PROBLEM})
+def get_one_cluster(name: str, broker: BrokerDep, tenant: TenantDep) -> dict[str, Any]:
+    return get_cluster(broker.sessions, name, tenant=tenant).to_json()
+
+
+@router.delete("/clusters/{name}", status_code=204, responses={404: _PROBLEM})
+def delete_cluster(name: str, broker: BrokerDep, tenant: TenantDep) -> Response:
+    remove_cluster(broker.sessions, name, tenant=tenant)
+    return Response(status_code=204)
+
+
+# ---- dispatch ----------------------------------------------------------------------------
+
+
+@router.post(
+    "/placements/{placement_id}/dispatch",
+    responses={
+        200: {"description": "applied (or the dry-run plan, or an earlier identical dispatch)"},
+        404: _PROBLEM,
+        422: {"description": "no cluster for a site, or a template that does not validate", **_PROBLEM},
+        502: {"description": "a cluster refused or could not be reached; the dispatch record says which"},
+    },
+)
+def dispatch_placement(
+    placement_id: str,
+    request: Request,
+    svc: Annotated[DispatchService, Depends(dispatch_service)],
+    tenant: TenantDep,
+    body: Annotated[DispatchIn | None, Body()] = None,
+) -> Any:
+    """Apply a stored placement to its sites' clusters (durable, resumable, idempotent)."""
+    doc = svc.dispatch(placement_id, body or DispatchIn(), tenant=tenant)
+    if doc.get("state") == FAILED:
+        failed = next((c for c in doc["clusters"] if c["state"] == FAILED), None)
+        detail = doc.get("error") or "dispatch failed"
+        resp: JSONResponse = problem(
+            502,
+            "Dispatch failed",
+            detail,
+            "dispatch-failed",
+            request,
+            dispatch=doc,
+            cluster=(failed or {}).get("cluster"),
+        )
+        return resp
+    return doc
+
+
+@router.get("/placements/{placement_id}/dispatch", responses={404: _PROBLEM})
+def dispatch_status(
+    placement_id: str, svc: Annotated[DispatchService, Depends(dispatch_service)], tenant: TenantDep
+) -> dict[str, Any]:
+    """The latest dispatch of the placement: its state and each cluster's outbox row."""
+    return svc.latest(placement_id, tenant=tenant)
+
+
+@router.get("/dispatches/{dispatch_id}", responses={404: _PROBLEM})
+def get_dispatch(
+    dispatch_id: str, svc: Annotated[DispatchService, Depends(dispatch_service)], tenant: TenantDep
+) -> dict[str, Any]:
+    return svc.get(dispatch_id, tenant=tenant)
+
+
+# ---- replans and alerts --------------------------------------------------------------------
+
+
+@router.post("/placements/{placement_id}/replan", responses={404: _PROBLEM, 422: _PROBLEM})
+def replan_placement(
+    placement_id: str, broker: BrokerDep, tenant: TenantDep, body: Annotated[ReplanIn | None, Body()] = None
+) -> dict[str, Any]:
+    """Re-solve a stored placement against today's prices and capacity (optionally without failed
+    sites or with new replica counts); answers the decision, the costs and the migration plan."""
+    return ReplanService(broker).replan(placement_id, body or ReplanIn(), tenant=tenant)
+
+
+@router.get("/replans/{replan_id}", responses={404: _PROBLEM})
+def get_replan(replan_id: str, broker: BrokerDep, tenant: TenantDep) -> dict[str, Any]:
+    return ReplanService(broker).get(replan_id, tenant=tenant)
+
+
+@router.post("/alerts")
+def alertmanager_webhook(
+    body: AlertmanagerWebhook, broker: BrokerDep, tenant: TenantDep, dry_run: bool = False
+) -> dict[str, Any]:
+    """Prometheus Alertmanager webhook receiver: site-down and node-overload alerts become replans."""
+    return ReplanService(broker).on_alerts(body, tenant=tenant, dry_run=dry_run)

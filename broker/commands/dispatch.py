@@ -1,0 +1,231 @@
+"""`broker clusters add|list|remove`, `broker dispatch ID [--dry-run]`, `broker replan ID`.
+
+Exit codes: 0 done, 1 a cluster refused or could not be reached (the dispatch
+record says which; run the same command again to resume), 2 invalid input,
+3 infeasible (a replan that cannot keep every hard rule).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
+from broker.settings import Settings
+
+EXIT_FAILED, EXIT_INVALID, EXIT_INFEASIBLE = 1, 2, 3
+out, err = Console(), Console(stderr=True)
+
+
+def _broker() -> Any:
+    from broker.services import Broker
+
+    return Broker.open(Settings())
+
+
+def _fail(exc: BrokerError) -> typer.Exit:
+    if isinstance(exc, InvalidRequest):
+        err.print(f"[red]invalid:[/red] {exc.detail}")
+        for e in exc.errors:
+            err.print(f"  - {'.'.join(str(p) for p in e.get('loc', []))}: {e.get('msg')}")
+        return typer.Exit(EXIT_INVALID)
+    if isinstance(exc, Infeasible):
+        err.print(f"[red]infeasible:[/red] {exc.detail}")
+        for c in exc.conflicts:
+            err.print(f"  - {c}")
+        return typer.Exit(EXIT_INFEASIBLE)
+    err.print(f"[red]{exc.title}:[/red] {exc.detail}")
+    return typer.Exit(EXIT_INVALID if isinstance(exc, NotFound) else EXIT_FAILED)
+
+
+def _pairs(values: list[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for v in values:
+        key, sep, val = v.partition("=")
+        if not sep or not key or not val:
+            raise InvalidRequest(f"{what} must look like WORKLOAD=VALUE, got {v!r}", errors=[{"loc": [what], "msg": v}])
+        pairs[key] = val
+    return pairs
+
+
+def register(app: typer.Typer) -> None:
+    clusters_app = typer.Typer(help="Target clusters of the sites (Kubernetes or GitOps).", no_args_is_help=True)
+    app.add_typer(clusters_app, name="clusters")
+
+    @clusters_app.command("add")
+    def clusters_add(
+        name: Annotated[str, typer.Argument(help="cluster name (DNS label)")],
+        site: Annotated[str, typer.Option(help="site id, e.g. aws:eu-central-1")],
+        kubeconfig: Annotated[Path | None, typer.Option(help="kubeconfig file")] = None,
+        context: Annotated[str | None, typer.Option(help="kubeconfig context")] = None,
+        gitops_dir: Annotated[Path | None, typer.Option(help="git work tree synced by Argo CD / Flux")] = None,
+        namespace: Annotated[str, typer.Option(help="namespace of the workloads")] = "default",
+    ) -> None:
+        """Register a target cluster: --kubeconfig F --context C, or --gitops-dir PATH."""
+        from pydantic import ValidationError
+
+        from broker.dispatch.clusters import add_cluster
+        from broker.dispatch.documents import ClusterIn
+
+        try:
+            doc = ClusterIn(
+                name=name,
+                site=site,
+                kubeconfig=str(kubeconfig) if kubeconfig else None,
+                context=context,
+                gitops_dir=str(gitops_dir) if gitops_dir else None,
+                namespace=namespace,
+            )
+        except ValidationError as exc:
+            err.print(f"[red]invalid:[/red] {exc.errors()[0]['msg']}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        broker = _broker()
+        try:
+            cluster = add_cluster(broker.sessions, doc, known_sites=broker.catalog().sites)
+        except BrokerError as exc:
+            raise _fail(exc) from exc
+        out.print(
+            f"registered {cluster.kind} cluster {cluster.name} for {cluster.site} (namespace {cluster.namespace})"
+        )
+
+    @clusters_app.command("list")
+    def clusters_list(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+        """The registered clusters."""
+        from broker.dispatch.clusters import list_clusters
+
+        clusters = list_clusters(_broker().sessions)
+        if as_json:
+            print(json.dumps([c.to_json() for c in clusters], indent=2))
+            return
+        table = Table("name", "site", "kind", "namespace", "target")
+        for c in clusters:
+            table.add_row(
+                c.name, c.site, c.kind, c.namespace, c.gitops_dir or f"{c.kubeconfig} ({c.context or 'current'})"
+            )
+        out.print(table)
+
+    @clusters_app.command("remove")
+    def clusters_remove(name: Annotated[str, typer.Argument(help="cluster name")]) -> None:
+        """Forget a cluster (what runs on it is left alone)."""
+        from broker.dispatch.clusters import remove_cluster
+
+        try:
+            remove_cluster(_broker().sessions, name)
+        except BrokerError as exc:
+            raise _fail(exc) from exc
+        out.print(f"removed cluster {name}")
+
+    @app.command("dispatch")
+    def dispatch(
+        placement_id: Annotated[str, typer.Argument(help="stored placement id")],
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
+        template: Annotated[
+            list[str] | None, typer.Option(help="WORKLOAD=FILE: the workload's own manifest template (repeat)")
+        ] = None,
+        image: Annotated[list[str] | None, typer.Option(help="WORKLOAD=IMAGE: container image (repeat)")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the dispatch document as JSON")] = False,
+    ) -> None:
+        """Dispatch a stored placement to its sites' clusters; run again to resume after a failure."""
+        from broker.dispatch.documents import DispatchIn
+        from broker.dispatch.manifests import to_yaml
+        from broker.dispatch.outbox import FAILED, DispatchService
+
+        try:
+            templates = {w: Path(f).read_text() for w, f in _pairs(template or [], "template").items()}
+            doc = DispatchIn(dry_run=dry_run, templates=templates, images=_pairs(image or [], "image"))
+            result = DispatchService(_broker()).dispatch(placement_id, doc)
+        except OSError as exc:
+            err.print(f"[red]cannot read template:[/red] {exc}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        except BrokerError as exc:
+            raise _fail(exc) from exc
+        if as_json:
+            print(json.dumps(result, indent=2))
+        elif dry_run:
+            for c in result["clusters"]:
+                print(f"# cluster {c['cluster']} namespace {c['namespace']}")
+                print(to_yaml(c["manifests"]) if c["manifests"] else "# (nothing: replicas leave this cluster)\n")
+        else:
+            table = Table("cluster", "state", "replicas", "ready", "detail", title=f"dispatch {result['id']}")
+            for c in result["clusters"]:
+                res = c.get("result") or {}
+                ready = res.get("ready_replicas")
+                detail = c.get("error") or res.get("revision") or ", ".join(res.get("scaled_down") or [])
+                table.add_row(
+                    c["cluster"],
+                    c["state"],
+                    str(sum(c["replicas"].values())),
+                    "-" if ready is None else str(sum(ready.values())),
+                    detail or "",
+                )
+            out.print(table)
+            out.print(f"state: {result['state']}")
+        if result.get("state") == FAILED:
+            err.print(f"[red]dispatch failed:[/red] {result.get('error')} (run the same command to resume)")
+            raise typer.Exit(EXIT_FAILED)
+
+    @app.command("replan")
+    def replan(
+        placement_id: Annotated[str, typer.Argument(help="stored placement id")],
+        exclude_site: Annotated[list[str] | None, typer.Option(help="failed site to move away from (repeat)")] = None,
+        replicas: Annotated[list[str] | None, typer.Option(help="WORKLOAD=N new replica count (repeat)")] = None,
+        reason: Annotated[
+            str, typer.Option(help="prices|capacity|demand|site_failure|consolidation|manual")
+        ] = "manual",
+        disruption_budget: Annotated[int, typer.Option(help="at most this many replicas move at once")] = 10,
+        migration_cost: Annotated[float, typer.Option(help="USD per moved replica")] = 0.05,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="store nothing")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="print the replan document as JSON")] = False,
+    ) -> None:
+        """Re-solve a stored placement; print the decision, the costs and the migration plan."""
+        from pydantic import ValidationError
+
+        from broker.dispatch.documents import ReplanIn
+        from broker.dispatch.replan import ReplanService
+
+        try:
+            counts = {w: int(n) for w, n in _pairs(replicas or [], "replicas").items()}
+            doc = ReplanIn(
+                reason=reason,  # validated by the model
+                exclude_sites=exclude_site or [],
+                replicas=counts,
+                disruption_budget=disruption_budget,
+                migration_cost_per_replica=migration_cost,
+                dry_run=dry_run,
+            )
+            result = ReplanService(_broker()).replan(placement_id, doc)
+        except (ValueError, ValidationError) as exc:
+            err.print(f"[red]invalid:[/red] {exc}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        except BrokerError as exc:
+            raise _fail(exc) from exc
+        if as_json:
+            print(json.dumps(result, indent=2))
+            return
+        m = result["migration"]
+        out.print(
+            f"decision: [bold]{result['decision']}[/bold]  old {result['old_cost_per_hour_now']:.4f} -> "
+            f"new {result['new_cost_per_hour']:.4f} USD/h, migration {result['migration_cost']:.2f} USD, "
+            f"{m['moved_replicas']} replicas move in {m['waves']} waves"
+        )
+        for f in result["forced_by"]:
+            out.print(f"  forced by: {f}")
+        table = Table("#", "wave", "action", "workload", "pool", "replicas", "traffic")
+        for s in m["steps"]:
+            table.add_row(
+                str(s["index"]),
+                str(s["wave"]),
+                s["action"],
+                s["workload"],
+                s["pool"] or "",
+                f"{s['from_replicas']} -> {s['to_replicas']}" if s["pool"] else "",
+                f"{s['traffic_pct']} %" if s["traffic_pct"] else "",
+            )
+        out.print(table)
+        if result.get("new_placement_id"):
+            out.print(f"new placement {result['new_placement_id']}: broker dispatch {result['new_placement_id']}")
