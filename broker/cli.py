@@ -158,7 +158,16 @@ def place(
     if fmt is OutputFormat.json:
         out.print_json(json.dumps(result))
     elif fmt is OutputFormat.markdown:
-        print(render_markdown(result, previous=previous))
+        print(
+            render_markdown(
+                result,
+                previous=previous,
+                request=doc,
+                sites=None if server else broker.catalog().sites,
+                max_cost_per_hour=max_cost_per_hour,
+                max_increase_pct=max_increase_pct,
+            )
+        )
     else:
         render_table(out, result)
 

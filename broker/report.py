@@ -1,12 +1,21 @@
-"""Human renderings of a placement document: a rich table and a pull-request comment."""
+"""Human renderings of a placement document: a rich table and a pull-request comment.
+
+The pull-request comment (`broker place --format markdown`) is what a CI/CD
+gate posts: the plan, its cost and savings, what changed against the stored
+placement of the same name, residency and latency checks and the cost gate.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from broker.domain import HOURS_PER_MONTH, Site
+from broker.residency import resolve_policy
 
 
 def _money(x: float | None) -> str:
@@ -39,33 +48,178 @@ def render_table(console: Console, doc: dict[str, Any]) -> None:
         console.print(f"stored as {doc['id']}")
 
 
-def render_markdown(doc: dict[str, Any], *, previous: dict[str, Any] | None = None) -> str:
-    """A pull-request comment: summary, table, and the change against the stored placement."""
-    lines = [f"### Placement `{doc.get('name', '')}` — {doc['status']}", ""]
+def _signed_money(x: float) -> str:
+    return ("+" if x > 0 else "-" if x < 0 else "±") + f"${abs(x):,.4f}"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}%"
+
+
+def _cell(text: str) -> str:
+    """Markdown table cells cannot hold pipes or newlines."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _by_workload_pool(doc: Mapping[str, Any]) -> dict[tuple[str, str], tuple[int, float]]:
+    out: dict[tuple[str, str], tuple[int, float]] = {}
+    for a in doc.get("assignments", []):
+        key = (str(a["workload"]), str(a["pool"]))
+        reps, cost = out.get(key, (0, 0.0))
+        out[key] = (reps + int(a["replicas"]), cost + float(a["explanation"]["cost_per_hour"]))
+    return out
+
+
+def diff_lines(doc: Mapping[str, Any], previous: Mapping[str, Any]) -> list[str]:
+    """What moved per workload and pool between the stored placement and this one."""
+    old, new = _by_workload_pool(previous), _by_workload_pool(doc)
+    rows = []
+    for key in sorted(set(old) | set(new)):
+        (r0, c0), (r1, c1) = old.get(key, (0, 0.0)), new.get(key, (0, 0.0))
+        if r0 == r1 and abs(c1 - c0) < 5e-7:
+            continue
+        change = "added" if r0 == 0 else "removed" if r1 == 0 else "changed"
+        rows.append(f"| {change} | {_cell(key[0])} | `{key[1]}` | {r0} → {r1} | {_signed_money(c1 - c0)} |")
+    if not rows:
+        return ["No change in workloads or pools against the stored placement.", ""]
+    return ["| change | workload | pool | replicas | USD/h |", "|---|---|---|---:|---:|", *rows, ""]
+
+
+def residency_lines(doc: Mapping[str, Any], request: Mapping[str, Any], sites: Mapping[str, Site] | None) -> list[str]:
+    """Each workload's residency policy against the countries of the sites it runs in."""
+    rows = []
+    for w in request.get("workloads", []):
+        res = w.get("residency")
+        if res is None:
+            continue
+        used = sorted({str(a["site"]) for a in doc.get("assignments", []) if a["workload"] == w["name"]})
+        label = res if isinstance(res, str) else "inline policy"
+        if sites is None:
+            rows.append(f"| {_cell(w['name'])} | {label} | {', '.join(used)} | enforced by the server's solver |")
+            continue
+        policy = resolve_policy(res)
+        bad = [s for s in used if s in sites and not policy.allows(sites[s])]
+        countries = ", ".join(f"{s} ({sites[s].country})" if s in sites else s for s in used)
+        verdict = "✅ pass" if not bad else f"❌ outside the policy: {', '.join(bad)}"
+        rows.append(f"| {_cell(w['name'])} | {label} | {countries} | {verdict} |")
+    if not rows:
+        return []
+    return ["**Residency**", "", "| workload | policy | sites | check |", "|---|---|---|---|", *rows, ""]
+
+
+def latency_lines(doc: Mapping[str, Any], request: Mapping[str, Any]) -> list[str]:
+    """Each latency SLO against the worst round trip of the sites the workload runs in."""
+    rows = []
+    for w in request.get("workloads", []):
+        for region, slo in (w.get("latency_slo_ms") or {}).items():
+            seen = [
+                float(a["latency_ms"][region])
+                for a in doc.get("assignments", [])
+                if a["workload"] == w["name"] and region in a.get("latency_ms", {})
+            ]
+            worst = max(seen) if seen else None
+            ok = worst is not None and worst <= float(slo) + 1e-9
+            shown = "unknown" if worst is None else f"{worst:g} ms"
+            rows.append(
+                f"| {_cell(w['name'])} | {_cell(region)} | ≤ {float(slo):g} ms | {shown} | "
+                f"{'✅ pass' if ok else '❌ fail'} |"
+            )
+    if not rows:
+        return []
+    return [
+        "**Latency SLOs**",
+        "",
+        "| workload | users | SLO | worst RTT | check |",
+        "|---|---|---:|---:|---|",
+        *rows,
+        "",
+    ]
+
+
+def gate_lines(
+    doc: Mapping[str, Any],
+    previous: Mapping[str, Any] | None,
+    *,
+    max_cost_per_hour: float | None,
+    max_increase_pct: float | None,
+) -> list[str]:
+    rows = []
+    cost = float(doc["cost_per_hour"])
+    if max_cost_per_hour is not None:
+        ok = cost <= max_cost_per_hour + 1e-9
+        rows.append(f"| cost ≤ ${max_cost_per_hour:g}/h | {_money(cost)}/h | {'✅ pass' if ok else '❌ over'} |")
+    if max_increase_pct is not None:
+        if previous is None or float(previous["cost_per_hour"]) <= 0:
+            rows.append(f"| increase ≤ {max_increase_pct:g}% | no stored placement to compare | ✅ pass |")
+        else:
+            inc = (cost - float(previous["cost_per_hour"])) / float(previous["cost_per_hour"]) * 100
+            ok = inc <= max_increase_pct + 1e-9
+            rows.append(f"| increase ≤ {max_increase_pct:g}% | {inc:+.1f}% | {'✅ pass' if ok else '❌ over'} |")
+    if not rows:
+        return []
+    return ["**Cost gate**", "", "| rule | value | result |", "|---|---:|---|", *rows, ""]
+
+
+def render_markdown(
+    doc: dict[str, Any],
+    *,
+    previous: dict[str, Any] | None = None,
+    request: Mapping[str, Any] | None = None,
+    sites: Mapping[str, Site] | None = None,
+    max_cost_per_hour: float | None = None,
+    max_increase_pct: float | None = None,
+) -> str:
+    """A pull-request comment: summary, change against the stored placement, checks, plan."""
+    cost = float(doc["cost_per_hour"])
     base = doc["baseline"]["cost_per_hour"]
+    saved_h = (float(base) - cost) if base is not None else None
+    lines = [f"### Placement `{doc.get('name', '')}` — {doc['status']}", ""]
     lines += [
-        "| cost / h | cost / month | lower bound / h | gap | baseline / h | savings |",
-        "|---:|---:|---:|---:|---:|---:|",
-        f"| {_money(doc['cost_per_hour'])} | {_money(doc['cost_per_hour'] * 730)} | "
-        f"{_money(doc['lower_bound_per_hour'])} | {doc['gap_pct']:.2f}% | {_money(base)} | "
-        f"{doc['savings_pct'] if doc['savings_pct'] is not None else 'n/a'}% |",
+        "| cost / h | cost / month | baseline / h | savings / month | savings | lower bound / h | gap |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {_money(cost)} | {_money(cost * HOURS_PER_MONTH)} | {_money(base)} | "
+        f"{_money(None if saved_h is None else saved_h * HOURS_PER_MONTH)} | {_pct(doc['savings_pct'])} | "
+        f"{_money(doc['lower_bound_per_hour'])} | {doc['gap_pct']:.2f}% |",
         "",
     ]
     if previous is not None:
         prev = float(previous["cost_per_hour"])
-        delta = doc["cost_per_hour"] - prev
+        delta = cost - prev
         pct = (delta / prev * 100) if prev else 0.0
         lines += [
-            f"Compared with stored placement `{previous.get('id')}`: {_money(prev)}/h → "
-            f"{_money(doc['cost_per_hour'])}/h ({'+' if delta >= 0 else ''}{pct:.1f}%).",
+            f"**Against stored placement `{previous.get('id')}`**: {_money(prev)}/h → {_money(cost)}/h "
+            f"({'+' if delta >= 0 else ''}{pct:.1f}%, {_signed_money(delta * HOURS_PER_MONTH)}/month).",
             "",
+            *diff_lines(doc, previous),
         ]
-    lines += ["| workload | replicas | pool | USD/h | latency ms | binding |", "|---|---:|---|---:|---|---|"]
+    else:
+        lines += ["No stored placement of this name yet: everything below is new.", ""]
+    lines += gate_lines(doc, previous, max_cost_per_hour=max_cost_per_hour, max_increase_pct=max_increase_pct)
+    if request is not None:
+        lines += residency_lines(doc, request, sites)
+        lines += latency_lines(doc, request)
+    lines += [
+        "**Plan**",
+        "",
+        "| workload | replicas | pool | USD/h | latency ms | binding |",
+        "|---|---:|---|---:|---|---|",
+    ]
     for a in doc["assignments"]:
         ex = a["explanation"]
         lat = ", ".join(f"{k}: {v:g}" for k, v in a["latency_ms"].items()) or "-"
         lines.append(
-            f"| {a['workload']} | {a['replicas']} | `{a['pool']}` | {ex['cost_per_hour']:.4f} | {lat} | "
-            f"{', '.join(ex['binding']) or '-'} |"
+            f"| {_cell(a['workload'])} | {a['replicas']} | `{a['pool']}` | {ex['cost_per_hour']:.4f} | {lat} | "
+            f"{_cell(', '.join(ex['binding'])) or '-'} |"
         )
+    nodes = doc.get("nodes") or []
+    if nodes:
+        lines += [
+            "",
+            "<details><summary>Nodes to provision</summary>",
+            "",
+            "| pool | nodes | USD/h |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| `{n['pool']}` | {n['count']} | {float(n['cost_per_hour']):.4f} |" for n in nodes]
+        lines += ["", "</details>"]
     return "\n".join(lines)
