@@ -140,7 +140,7 @@ class WorkloadIn(Strict):
 
 
 class PlacementRequestIn(Strict):
-    model_config = ConfigDict(extra="forbid", validate_by_name=True, validate_by_alias=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: Name
     horizon_hours: float = Field(730, gt=0, le=87_600)
