@@ -1,0 +1,191 @@
+"""Manifests for assignments: node selection per provider, replica split, templates, strict schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.dispatch.manifests import (
+    PREFIX,
+    Target,
+    build_bundles,
+    dns_label,
+    node_placement,
+    pool_parts,
+    split_replicas,
+    total_replicas,
+)
+from broker.dispatch.schema import check_bundles, problems
+from broker.errors import InvalidRequest
+
+
+def _assign(workload: str, pool: str, replicas: int, cost: float = 1.0) -> dict[str, Any]:
+    site = pool.split("/", 1)[0]
+    return {
+        "workload": workload,
+        "pool": pool,
+        "site": site,
+        "replicas": replicas,
+        "explanation": {"cost_per_hour": cost},
+    }
+
+
+REQUEST = {
+    "name": "shop",
+    "workloads": [
+        {"name": "Checkout API", "replicas": 5, "cpu": 0.5, "memory_gib": 1.5, "arch": ["arm64", "amd64"]},
+        {"name": "trainer", "replicas": 2, "cpu": 8, "memory_gib": 60, "gpus": 0.5},
+    ],
+}
+PLACEMENT = {
+    "id": "pl_06H3DDDSJBAFN1A4744KMS3Z1M",
+    "name": "shop rollout",
+    "assignments": [
+        _assign("Checkout API", "aws:eu-central-1/m7g.large/spot", 3, 0.12),
+        _assign("Checkout API", "gcp:europe-west1/n2-standard-2/spot", 2, 0.05),
+        _assign("trainer", "azure:westeurope/Standard_NC4as_T4_v3/spot", 2, 0.4),
+    ],
+}
+TARGETS = {
+    "aws:eu-central-1": [Target("fra-a", "aws:eu-central-1", "shop"), Target("fra-b", "aws:eu-central-1", "shop")],
+    "gcp:europe-west1": [Target("bru", "gcp:europe-west1", "shop")],
+    "azure:westeurope": [Target("ams", "azure:westeurope", "ml")],
+}
+ARCH = {"aws:eu-central-1/m7g.large/spot": "arm64"}
+
+
+@pytest.mark.parametrize(
+    ("provider", "capacity", "selector", "toleration_keys"),
+    [
+        ("aws", "spot", {"karpenter.sh/capacity-type": "spot"}, []),
+        ("aws", "ondemand", {"karpenter.sh/capacity-type": "on-demand"}, []),
+        ("aws", "reserved", {"karpenter.sh/capacity-type": "reserved"}, []),
+        ("gcp", "spot", {"cloud.google.com/gke-spot": "true"}, ["cloud.google.com/gke-spot"]),
+        ("gcp", "ondemand", {}, []),
+        ("azure", "spot", {"kubernetes.azure.com/scalesetpriority": "spot"}, ["kubernetes.azure.com/scalesetpriority"]),
+        ("azure", "ondemand", {}, []),
+        ("private", "reserved", {}, []),
+    ],
+)
+def test_node_placement_per_provider(
+    provider: str, capacity: str, selector: dict[str, str], toleration_keys: list[str]
+) -> None:
+    sel, tol = node_placement(provider, "x.large", capacity, "arm64")
+    assert sel == {"node.kubernetes.io/instance-type": "x.large", "kubernetes.io/arch": "arm64", **selector}
+    assert [t["key"] for t in tol] == toleration_keys
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Checkout API", "checkout-api"), ("orders_db.v2", "orders-db-v2"), ("--x--", "x"), ("!!!", "x")],
+)
+def test_dns_label(text: str, expected: str) -> None:
+    assert dns_label(text) == expected
+
+
+def test_long_names_stay_distinct_and_short() -> None:
+    a, b = dns_label("w" * 80 + "a"), dns_label("w" * 80 + "b")
+    assert a != b and len(a) <= 63 and len(b) <= 63
+
+
+@pytest.mark.parametrize(
+    ("replicas", "k", "shares"), [(5, 2, [3, 2]), (2, 3, [1, 1, 0]), (7, 1, [7]), (6, 3, [2, 2, 2])]
+)
+def test_split_replicas(replicas: int, k: int, shares: list[int]) -> None:
+    assert split_replicas(replicas, k) == shares and sum(shares) == replicas
+
+
+def test_pool_parts_keeps_dots_and_colons() -> None:
+    assert pool_parts("aws:eu-central-1/m6i.xlarge/spot") == ("aws:eu-central-1", "m6i.xlarge", "spot")
+    with pytest.raises(ValueError):
+        pool_parts("not-a-pool")
+
+
+def test_bundles_match_the_placement_and_validate_strictly() -> None:
+    bundles = build_bundles(PLACEMENT, REQUEST, TARGETS, pool_arch=ARCH)
+    assert [b.cluster for b in bundles] == ["ams", "bru", "fra-a", "fra-b"]
+    assert total_replicas(bundles) == {"Checkout API": 5, "trainer": 2}
+    by_cluster = {b.cluster: b for b in bundles}
+    assert by_cluster["fra-a"].replicas() == {"checkout-api-m7g-large-spot": 2}
+    assert by_cluster["fra-b"].replicas() == {"checkout-api-m7g-large-spot": 1}
+    for b in bundles:
+        for m in b.manifests:
+            assert problems(m) == [], (b.cluster, m["metadata"]["name"])
+            assert m["metadata"]["namespace"] == b.namespace
+            pod = m["spec"]["template"]
+            assert set(m["spec"]["selector"]["matchLabels"].items()) <= set(pod["metadata"]["labels"].items())
+            assert m["metadata"]["annotations"][f"{PREFIX}/placement-id"] == PLACEMENT["id"]
+    fra = by_cluster["fra-a"].manifests[0]
+    sel = fra["spec"]["template"]["spec"]["nodeSelector"]
+    assert sel["kubernetes.io/arch"] == "arm64" and sel["karpenter.sh/capacity-type"] == "spot"
+    assert fra["metadata"]["annotations"][f"{PREFIX}/cost-per-hour"] == f"{0.12 * 2 / 3:.6f}"
+    gpu = by_cluster["ams"].manifests[0]["spec"]["template"]["spec"]
+    res = gpu["containers"][0]["resources"]
+    assert res["limits"] == {"nvidia.com/gpu": "1"} and res["requests"]["memory"] == "61440Mi"
+    assert gpu["tolerations"][0]["key"] == "kubernetes.azure.com/scalesetpriority"
+    check_bundles(bundles)  # raises on any violation
+
+
+def test_a_site_without_cluster_is_a_clear_error() -> None:
+    targets = {k: v for k, v in TARGETS.items() if k != "gcp:europe-west1"}
+    with pytest.raises(InvalidRequest) as exc:
+        build_bundles(PLACEMENT, REQUEST, targets)
+    assert exc.value.errors == [
+        {"loc": ["assignments", 1, "site"], "msg": "no cluster is registered for site 'gcp:europe-west1'"}
+    ]
+
+
+TEMPLATE = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ignored
+  labels: {team: payments}
+spec:
+  replicas: 99
+  selector: {matchLabels: {app: wrong}}
+  template:
+    metadata: {labels: {team: payments}}
+    spec:
+      containers:
+        - name: api
+          image: ghcr.io/acme/checkout:1.4
+          env: [{name: POOL, value: "${pool}"}, {name: SITE, value: "${site}"}]
+"""
+
+
+def test_template_keeps_user_fields_and_imposes_the_brokers() -> None:
+    bundles = build_bundles(PLACEMENT, REQUEST, TARGETS, templates={"Checkout API": TEMPLATE})
+    m = next(b for b in bundles if b.cluster == "bru").manifests[0]
+    c = m["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "ghcr.io/acme/checkout:1.4"
+    assert {"name": "POOL", "value": "gcp:europe-west1/n2-standard-2/spot"} in c["env"]
+    assert m["spec"]["replicas"] == 2 and m["metadata"]["labels"]["team"] == "payments"
+    assert m["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"] == "checkout-api"
+    assert c["resources"]["requests"] == {"cpu": "500m", "memory": "1536Mi"}
+    check_bundles(bundles)
+
+
+@pytest.mark.parametrize(
+    ("template", "needle"),
+    [
+        (TEMPLATE.replace("${pool}", "${nope}"), "placeholder"),
+        ("kind: ConfigMap\napiVersion: v1\n", "Deployment or StatefulSet"),
+        ("a: [unclosed", "cannot be rendered"),
+        (TEMPLATE.replace("image: ghcr.io/acme/checkout:1.4", "image: x\n          colour: blue"), "colour"),
+        (TEMPLATE.replace("replicas: 99", "replicas: 99\n  paused: maybe"), "paused"),
+    ],
+)
+def test_bad_templates_are_rejected_with_the_reason(template: str, needle: str) -> None:
+    with pytest.raises(InvalidRequest) as exc:
+        check_bundles(build_bundles(PLACEMENT, REQUEST, TARGETS, templates={"Checkout API": template}))
+    text = exc.value.detail + " ".join(str(e["msg"]) for e in exc.value.errors)
+    assert needle in text
+    assert all(e["loc"][:3] == ["body", "templates", "Checkout API"] for e in exc.value.errors)
+
+
+def test_templates_and_images_for_unknown_workloads_are_rejected() -> None:
+    with pytest.raises(InvalidRequest) as exc:
+        build_bundles(PLACEMENT, REQUEST, TARGETS, images={"ghost": "x"})
+    assert exc.value.errors[0]["loc"] == ["body", "images", "ghost"]
