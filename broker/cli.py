@@ -13,12 +13,10 @@ import typer
 import yaml
 from rich.console import Console
 
-from broker.errors import BrokerError, Infeasible, InvalidRequest
+from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 from broker.settings import Settings
 
-app = typer.Typer(
-    help="Hybrid-cloud, cost-optimizing placement broker.", no_args_is_help=True, add_completion=False
-)
+app = typer.Typer(help="Hybrid-cloud, cost-optimizing placement broker.", no_args_is_help=True, add_completion=False)
 catalog_app = typer.Typer(help="The bundled price and site catalog.", no_args_is_help=True)
 app.add_typer(catalog_app, name="catalog")
 
@@ -68,9 +66,7 @@ def catalog_load() -> None:
     broker = Broker.open(Settings())
     with err.status("loading bundled catalog..."):
         counts = catalog.load_snapshot(broker.sessions)
-    out.print(
-        f"loaded {counts['sites']} sites, {counts['pools']} pools, {counts['latency_pairs']} latency pairs"
-    )
+    out.print(f"loaded {counts['sites']} sites, {counts['pools']} pools, {counts['latency_pairs']} latency pairs")
 
 
 def _read_request(path: Path) -> Any:
@@ -90,31 +86,35 @@ def _read_request(path: Path) -> Any:
 
 def _place_remote(server: str, doc: Any) -> dict[str, Any]:
     try:
-        r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300)
+        r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300, headers=_auth())
     except httpx.HTTPError as exc:
         err.print(f"[red]cannot reach {server}: {exc}[/red]")
         raise typer.Exit(1) from exc
-    body: dict[str, Any] = (
-        r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
-    )
+    body: dict[str, Any] = r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
     if r.status_code in (200, 201):
         return dict(body)
+    if r.status_code == 422 and str(body.get("type", "")).endswith("/over-budget"):
+        raise OverBudget(str(body.get("detail", "over budget")), budget=body.get("budget"))
     if r.status_code == 422 and "conflicts" in body:
         raise Infeasible(body.get("detail", "infeasible"), conflicts=body["conflicts"])
     if 400 <= r.status_code < 500:
-        raise InvalidRequest(
-            str(body.get("detail", "invalid request")), errors=list(body.get("errors") or [])
-        )
+        raise InvalidRequest(str(body.get("detail", "invalid request")), errors=list(body.get("errors") or []))
     err.print(f"[red]server error {r.status_code}: {body.get('detail')}[/red]")
     raise typer.Exit(1)
 
 
+def _auth() -> dict[str, str]:
+    """`Authorization: Bearer $BROKER_API_KEY` for a server that requires keys."""
+    key = Settings().api_key
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def _previous_remote(server: str, name: str) -> dict[str, Any] | None:
-    r = httpx.get(f"{server.rstrip('/')}/v1/placements", params={"name": name, "limit": 1}, timeout=30)
+    r = httpx.get(f"{server.rstrip('/')}/v1/placements", params={"name": name, "limit": 1}, timeout=30, headers=_auth())
     items = r.json().get("items", []) if r.status_code == 200 else []
     if not items:
         return None
-    got = httpx.get(f"{server.rstrip('/')}/v1/placements/{items[0]['id']}", timeout=30)
+    got = httpx.get(f"{server.rstrip('/')}/v1/placements/{items[0]['id']}", timeout=30, headers=_auth())
     return dict(got.json()) if got.status_code == 200 else None
 
 
@@ -149,6 +149,9 @@ def place(
     except InvalidRequest as exc:
         _print_invalid(exc, fmt)
         raise typer.Exit(EXIT_INVALID) from exc
+    except OverBudget as exc:
+        err.print(f"[red]over budget:[/red] {exc.detail}")
+        raise typer.Exit(EXIT_OVER_LIMIT) from exc
     except BrokerError as exc:
         err.print(f"[red]{exc.title}: {exc.detail}[/red]")
         raise typer.Exit(1) from exc
@@ -190,9 +193,7 @@ def place(
 
 def _print_infeasible(exc: Infeasible, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
-        print(
-            json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2)
-        )
+        print(json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2))
         return
     err.print(f"[red]infeasible:[/red] {exc.detail}")
     for c in exc.conflicts:

@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     idempotency_ttl_hours: float = 24.0
     fair_share_weights: dict[str, float] = {}  # tenant -> weight on scarce private/edge pools
     log_format: Literal["json", "text"] = "json"
+    api_key: str = ""  # the CLI's key for `--server` calls (BROKER_API_KEY)
 
     def resolved_database_url(self) -> str:
         return self.database_url or default_database_url()

@@ -5,6 +5,7 @@ COMMAND_MODULES (one per line) to add its commands to `broker`.
 """
 
 COMMAND_MODULES: list[str] = [
+    "service",
     "pricing",
     "sites",
     "export",

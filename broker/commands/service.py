@@ -1,0 +1,102 @@
+"""`broker apikey create`, `broker budget set|show`, `broker worker`: running the broker as a service."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from broker.errors import BrokerError
+from broker.settings import Settings
+
+if TYPE_CHECKING:
+    from broker.services import Broker
+
+EXIT_INVALID = 2
+
+
+def register(app: typer.Typer) -> None:
+    out, err = Console(), Console(stderr=True)
+    apikey_app = typer.Typer(help="API keys (tenants and roles).", no_args_is_help=True)
+    budget_app = typer.Typer(help="Monthly budgets per tenant or team.", no_args_is_help=True)
+    app.add_typer(apikey_app, name="apikey")
+    app.add_typer(budget_app, name="budget")
+
+    def _broker() -> Broker:
+        from broker.services import Broker
+
+        return Broker.open(Settings())
+
+    @apikey_app.command("create")
+    def apikey_create(
+        tenant: Annotated[str, typer.Option(help="tenant the key belongs to")],
+        role: Annotated[str, typer.Option(help="viewer | planner | admin")],
+        name: Annotated[str, typer.Option(help="a label for the key")] = "",
+    ) -> None:
+        """Print a new API key on the last line (it is stored hashed and never shown again)."""
+        from broker.auth_service import KeyStore, parse_role
+
+        try:
+            desc, key = KeyStore(_broker().sessions).create(tenant=tenant, role=parse_role(role), name=name)
+        except BrokerError as exc:
+            err.print(f"[red]{exc.detail}[/red]")
+            raise typer.Exit(EXIT_INVALID) from exc
+        err.print(f"key {desc['id']} for tenant {desc['tenant']} ({desc['role']}); store it now:")
+        print(key)
+
+    @apikey_app.command("list")
+    def apikey_list(tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+        """The tenant's keys (never the keys themselves)."""
+        from broker.auth_service import KeyStore
+
+        print(json.dumps(KeyStore(_broker().sessions).list_keys(tenant=tenant), indent=2))
+
+    @apikey_app.command("revoke")
+    def apikey_revoke(key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+        from broker.auth_service import KeyStore
+
+        try:
+            KeyStore(_broker().sessions).revoke(key_id, tenant=tenant)
+        except BrokerError as exc:
+            err.print(f"[red]{exc.detail}[/red]")
+            raise typer.Exit(1) from exc
+        out.print(f"revoked {key_id}")
+
+    @budget_app.command("set")
+    def budget_set(
+        tenant: Annotated[str, typer.Option(help="tenant")],
+        monthly_usd: Annotated[float, typer.Option(help="monthly budget in USD")],
+        team: Annotated[str, typer.Option(help="team label; omitted: the whole tenant")] = "",
+    ) -> None:
+        """Set a monthly budget; placements that would exceed it are refused (CLI exit 4)."""
+        from broker.budgets import Budgets
+
+        try:
+            figures = Budgets(_broker().sessions).set(tenant=tenant, team=team, monthly_usd=monthly_usd)
+        except BrokerError as exc:
+            err.print(f"[red]{exc.detail}[/red]")
+            raise typer.Exit(EXIT_INVALID) from exc
+        print(json.dumps(figures, indent=2))
+
+    @budget_app.command("show")
+    def budget_show(tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+        """Budgets of a tenant with what is committed against them."""
+        from broker.budgets import Budgets
+
+        print(json.dumps(Budgets(_broker().sessions).report(tenant=tenant), indent=2))
+
+    @app.command()
+    def worker(
+        burst: Annotated[bool, typer.Option(help="stop when no job is left")] = False,
+    ) -> None:
+        """Run queued jobs: from Redis when BROKER_REDIS_URL is set, else from the database."""
+        from broker.jobs.worker import serve
+        from broker.observability import configure_logging
+
+        settings = Settings()
+        configure_logging(settings.log_format)
+        where = f"Redis queue {settings.queue_name!r}" if settings.redis_url else "the database"
+        err.print(f"worker: running jobs from {where}")
+        serve(_broker(), burst=burst)
