@@ -22,6 +22,8 @@ KUBERNETES_VERSION = "1.31"
 
 def problems(doc: Mapping[str, Any], version: str = KUBERNETES_VERSION) -> list[str]:
     """Human-readable schema violations of one manifest (empty when it is valid)."""
+    if not isinstance(doc.get("apiVersion"), str) or not isinstance(doc.get("kind"), str):
+        return ["(root): apiVersion and kind are required strings"]
     try:
         kubernetes_validate.validate(dict(doc), version, strict=True)
     except SchemaError as exc:
