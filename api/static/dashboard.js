@@ -12,6 +12,7 @@
   const $ = (sel) => document.querySelector(sel);
   const usd = (x, digits) =>
     x == null ? "n/a" : "$" + Number(x).toLocaleString("en-US", { minimumFractionDigits: digits ?? 2, maximumFractionDigits: digits ?? 2 });
+  const signed = (x) => (x < 0 ? "−" : "+") + usd(Math.abs(x), 4);
   const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 
   function params() {
@@ -227,7 +228,7 @@
         const why = r.assignments
           .map((a) => `<li><b>${esc(a.workload)}</b> × ${a.replicas} on <code>${esc(a.pool)}</code>` +
             (a.binding.length ? ` — bound by ${a.binding.map(esc).join(", ")}` : " — cheapest allowed") +
-            (a.next_best ? `; next best <code>${esc(a.next_best)}</code>${a.next_best_extra_per_hour != null ? " (+" + usd(a.next_best_extra_per_hour, 4) + "/h)" : ""}` : "") +
+            (a.next_best ? `; next best <code>${esc(a.next_best)}</code>${a.next_best_extra_per_hour != null ? " (" + signed(a.next_best_extra_per_hour) + "/h)" : ""}` : "") +
             `</li>`)
           .join("");
         const pct = r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%";

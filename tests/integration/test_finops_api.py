@@ -1,0 +1,185 @@
+"""Savings ledger and FOCUS export over the API and the CLI, on real SQLite with real solves."""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import update
+from typer.testing import CliRunner
+
+from broker.cli import app as cli
+from broker.db.models import PlacementRow
+from broker.finops.focus import COLUMN_NAMES
+from broker.services import Broker
+from broker.settings import Settings
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+REQUEST: dict[str, Any] = {
+    "name": "svc",
+    "workloads": [
+        {"name": "api", "replicas": 4, "cpu": 2, "memory_gib": 4, "capacity_types": ["ondemand", "spot"],
+         "providers": ["aws", "gcp"], "labels": {"team": "payments"}},
+        {"name": "db", "replicas": 1, "cpu": 4, "memory_gib": 16, "storage_gib": 100, "providers": ["azure"]},
+    ],
+}  # fmt: skip
+
+
+def _store(broker: Broker, doc: dict[str, Any], *, tenant: str, days_ago: float) -> dict[str, Any]:
+    out, stored = broker.place(doc, tenant=tenant)
+    assert stored
+    with broker.sessions.begin() as s:
+        s.execute(
+            update(PlacementRow).where(PlacementRow.id == out["id"]).values(created_at=NOW - timedelta(days=days_ago))
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def fin_db(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("finops") / "broker.db"
+    shutil.copy(template_db, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module")
+def fin_broker(fin_db: str) -> Broker:
+    return Broker.open(Settings(database_url=fin_db))
+
+
+@pytest.fixture(scope="module")
+def client(fin_broker: Broker, ledger: dict[str, Any]) -> Iterator[TestClient]:
+    """One app over one seeded ledger for the module: these tests only read."""
+    from api.app import create_app
+
+    with TestClient(create_app(broker=fin_broker)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def ledger(fin_broker: Broker) -> dict[str, dict[str, Any]]:
+    """svc placed 10 days ago, re-placed 4 days ago (smaller); other tenant's 'batch' 2 days ago."""
+    broker = fin_broker
+    first = _store(broker, REQUEST, tenant="default", days_ago=10)
+    smaller = {**REQUEST, "workloads": [{**REQUEST["workloads"][0], "replicas": 2}, REQUEST["workloads"][1]]}
+    second = _store(broker, smaller, tenant="default", days_ago=4)
+    batch = {"name": "batch", "workloads": [{"name": "crunch", "replicas": 3, "cpu": 8, "memory_gib": 16,
+                                             "capacity_types": ["spot"], "labels": {"team": "data"}}]}  # fmt: skip
+    other = _store(broker, batch, tenant="globex", days_ago=2)
+    return {"first": first, "second": second, "other": other}
+
+
+def _window(days: float) -> dict[str, str]:
+    return {"from": (NOW - timedelta(days=days)).isoformat(), "to": NOW.isoformat()}
+
+
+def test_savings_totals_accrue_each_placement_while_it_is_current(
+    client: TestClient, ledger: dict[str, dict[str, Any]]
+) -> None:
+    r = client.get("/v1/savings", params={"group_by": "provider", **_window(7)})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    first, second, other = ledger["first"], ledger["second"], ledger["other"]
+    # in the last 7 days: first ran 3 days until replaced, second 4 days, other 2 days
+    expected = first["cost_per_hour"] * 72 + second["cost_per_hour"] * 96 + other["cost_per_hour"] * 48
+    assert doc["totals"]["cost"] == pytest.approx(expected, rel=1e-4)
+    base = lambda d: d["baseline"]["cost_per_hour"]  # noqa: E731
+    expected_base = base(first) * 72 + base(second) * 96 + base(other) * 48
+    assert doc["totals"]["baseline_cost"] == pytest.approx(expected_base, rel=1e-4)
+    # the run-rate counts only what is current: second and other, not the replaced first
+    assert doc["totals"]["cost_per_hour"] == pytest.approx(second["cost_per_hour"] + other["cost_per_hour"], rel=1e-4)
+    saved_h = base(second) + base(other) - second["cost_per_hour"] - other["cost_per_hour"]
+    assert doc["totals"]["savings_per_month"] == pytest.approx(saved_h * 730, abs=0.05)
+    assert doc["totals"]["placements"] == 3
+    providers = {g["key"] for g in doc["groups"]}
+    assert providers <= {"aws", "gcp", "azure", "(egress)"} and "azure" in providers
+    assert sum(g["cost"] for g in doc["groups"]) == pytest.approx(doc["totals"]["cost"], abs=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("group_by", "keys"),
+    [("tenant", {"default", "globex"}), ("team", {"payments", "data", "(unlabelled)"}), ("name", {"svc", "batch"})],
+)
+def test_savings_grouped(client: TestClient, ledger: dict[str, Any], group_by: str, keys: set[str]) -> None:
+    doc = client.get("/v1/savings", params={"group_by": group_by, **_window(30)}).json()
+    assert {g["key"] for g in doc["groups"]} == keys
+    assert sum(g["cost_per_hour"] for g in doc["groups"]) == pytest.approx(doc["totals"]["cost_per_hour"], abs=1e-5)
+
+
+def test_savings_filters_by_tenant_and_window(client: TestClient, ledger: dict[str, Any]) -> None:
+    only = client.get("/v1/savings", params={"group_by": "tenant", "tenant": "globex", **_window(30)}).json()
+    assert [g["key"] for g in only["groups"]] == ["globex"]
+    # a window that ends before anything was placed
+    empty = client.get(
+        "/v1/savings",
+        params={"from": (NOW - timedelta(days=30)).isoformat(), "to": (NOW - timedelta(days=20)).isoformat()},
+    ).json()
+    assert empty["totals"]["placements"] == 0 and empty["groups"] == []
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"group_by": "color"},
+        {"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"},
+        {"from": "yesterday"},
+    ],
+)
+def test_bad_savings_queries_are_problem_documents(client: TestClient, params: dict[str, str]) -> None:
+    r = client.get("/v1/savings", params=params)
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["errors"]
+
+
+def test_focus_csv_and_parquet(client: TestClient, ledger: dict[str, Any]) -> None:
+    params = _window(7)
+    r = client.get("/v1/export/focus", params=params)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert rows and list(rows[0]) == list(COLUMN_NAMES)
+    assert int(r.headers["x-row-count"]) == len(rows)
+    savings = client.get("/v1/savings", params=params).json()
+    assert sum(float(x["BilledCost"]) for x in rows) == pytest.approx(savings["totals"]["cost"], abs=1e-2)
+    spot_rows = [x for x in rows if x["SkuPriceId"].endswith("/spot")]
+    assert spot_rows and {x["PricingCategory"] for x in spot_rows} == {"Dynamic"}
+    assert {x["x_Tenant"] for x in rows} == {"default", "globex"}
+
+    p = client.get("/v1/export/focus", params=params, headers={"accept": "application/vnd.apache.parquet"})
+    assert p.status_code == 200 and p.headers["content-type"] == "application/vnd.apache.parquet"
+    table = pq.read_table(io.BytesIO(p.content))
+    assert table.column_names == list(COLUMN_NAMES) and table.num_rows == len(rows)
+    explicit = client.get("/v1/export/focus", params={**params, "format": "parquet"})
+    assert pq.read_table(io.BytesIO(explicit.content)).num_rows == len(rows)
+
+
+def test_focus_export_rejects_a_window_over_a_year(client: TestClient, ledger: dict[str, Any]) -> None:
+    r = client.get("/v1/export/focus", params=_window(400))
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["query", "from"]
+
+
+def test_cli_export_focus(ledger: dict[str, Any], fin_db: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", fin_db)
+    runner = CliRunner()
+    w = _window(7)
+    r = runner.invoke(cli, ["export", "focus", "--from", w["from"], "--to", w["to"]])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert rows and list(rows[0]) == list(COLUMN_NAMES)
+    out = tmp_path / "focus.parquet"
+    r = runner.invoke(
+        cli, ["export", "focus", "--from", w["from"], "--to", w["to"], "--format", "parquet", "-o", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out).num_rows == len(rows)
+    bad = runner.invoke(cli, ["export", "focus", "--from", "last tuesday"])
+    assert bad.exit_code == 2
