@@ -195,7 +195,7 @@ class AwsPriceSource:
             connect_timeout=self.options.timeout_s,
             read_timeout=self.options.timeout_s,
             # botocore's own retry loop (exponential backoff, throttling-aware) is the SDK-native one
-            retries={"max_attempts": self.options.attempts, "mode": "standard"},
+            retries={"total_max_attempts": self.options.attempts, "mode": "standard"},
         )
         pricing = session.client("pricing", region_name=PRICING_REGION, endpoint_url=self.options.endpoint, config=cfg)
         ec2 = session.client("ec2", region_name=region, endpoint_url=self.options.endpoint, config=cfg)

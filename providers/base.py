@@ -50,7 +50,7 @@ def with_retries(call: Callable[[], T], *, options: FeedOptions, retryable: Call
     """Run `call`, retrying transient failures (`retryable`) with exponential backoff and jitter."""
     for attempt in Retrying(
         stop=stop_after_attempt(options.attempts),
-        wait=wait_exponential_jitter(initial=options.backoff_s, max=options.backoff_s * 16),
+        wait=wait_exponential_jitter(multiplier=options.backoff_s, max=options.backoff_s * 16),
         retry=retry_if_exception(retryable),
         reraise=True,
     ):
