@@ -121,7 +121,8 @@ class KubernetesDispatcher:
         Scaled to zero rather than deleted, so a rollback is one scale-up away.
         """
         ns = bundle.namespace
-        selector = f"app.kubernetes.io/managed-by={MANAGED_BY},{PREFIX}/app={bundle.app}"
+        # scoped to this registered cluster too: two registrations may share one API server
+        selector = f"app.kubernetes.io/managed-by={MANAGED_BY},{PREFIX}/app={bundle.app},{PREFIX}/cluster={cluster}"
         resp = self._call(
             cluster,
             f"list deployments in {ns}",

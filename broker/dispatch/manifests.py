@@ -257,6 +257,7 @@ def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> d
         **selector_labels,
         "app.kubernetes.io/managed-by": MANAGED_BY,
         f"{PREFIX}/app": app,
+        f"{PREFIX}/cluster": row.target.cluster,
         f"{PREFIX}/workload": dns_label(row.workload.name),
         f"{PREFIX}/placement-id": label_value(placement_id),
         f"{PREFIX}/capacity-type": row.capacity,
