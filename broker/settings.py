@@ -37,5 +37,10 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     api_key: str = ""  # the CLI's key for `--server` calls (BROKER_API_KEY)
 
+    # dispatch to clusters (docs/dispatch.md): per API call, retried with backoff
+    dispatch_timeout_s: float = 10.0
+    dispatch_retries: int = 3
+    dispatch_ready_wait_s: float = 0.0  # > 0: poll ready replicas up to this long after applying
+
     def resolved_database_url(self) -> str:
         return self.database_url or default_database_url()

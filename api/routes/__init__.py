@@ -8,4 +8,5 @@ ROUTER_MODULES: list[str] = [
     "finops",
     "dashboard",
     "admin",
+    "dispatch",
 ]

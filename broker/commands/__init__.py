@@ -10,4 +10,5 @@ COMMAND_MODULES: list[str] = [
     "sites",
     "export",
     "finops",
+    "dispatch",
 ]

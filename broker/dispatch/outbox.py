@@ -55,8 +55,13 @@ def _now() -> datetime:
 class DispatchService:
     def __init__(self, broker: Broker, *, dispatchers: Mapping[str, Dispatcher] | None = None) -> None:
         self.broker = broker
+        cfg = broker.settings
         self.dispatchers: Mapping[str, Dispatcher] = dispatchers or {
-            KUBERNETES: KubernetesDispatcher(),
+            KUBERNETES: KubernetesDispatcher(
+                timeout_s=cfg.dispatch_timeout_s,
+                retries=cfg.dispatch_retries,
+                ready_wait_s=cfg.dispatch_ready_wait_s,
+            ),
             GITOPS: GitOpsDispatcher(),
         }
 
