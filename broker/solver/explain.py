@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from broker.domain import Assignment, Explanation
+from broker.domain import Assignment, Explanation, Workload
+from broker.pooltable import BoolArray, FloatArray, PoolTable
 from broker.solver.baseline import Placement
+from broker.solver.classes import WorkloadData
 from broker.solver.filters import NamedMask, combine
-from broker.solver.model import ModelInput
 from broker.solver.problem import PlacementProblem
 
 # constraints whose relaxation says something a user can act on
@@ -25,48 +26,41 @@ def _cheapest(frac: np.ndarray, mask: np.ndarray) -> float:
 
 def explain_assignments(
     problem: PlacementProblem,
-    mi: ModelInput,
+    workloads: list[WorkloadData],
     masks_by_w: list[list[NamedMask]],
     x: Placement,
     nodes: dict[int, int],
+    *,
+    node_cost: FloatArray,
 ) -> tuple[Assignment, ...]:
     t = problem.table
     # pool load, to split a shared node's cost between its workloads
     load: dict[int, np.ndarray] = {}
     for (k, p), r in x.items():
-        w = mi.workloads[k].w
+        w = workloads[k].w
         load.setdefault(p, np.zeros(3))
         load[p] += r * np.array([w.cpu, w.memory_gib, w.gpus])
 
     rows: list[Assignment] = []
     usable = ~t.dominated
-    for k, wd in enumerate(mi.workloads):
+    by_workload: dict[int, list[tuple[int, int]]] = {}
+    for (k, p), r in x.items():
+        by_workload.setdefault(k, []).append((p, r))
+    # equal signatures and replica counts give equal answers: compute once
+    memo: dict[tuple[object, ...], tuple[np.ndarray, tuple[int, int], list[str]]] = {}
+    for k, wd in enumerate(workloads):
         w = wd.w
         masks = masks_by_w[k]
-        # cost per replica if the workload ran alone on each pool: whole nodes, no sharing
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fit = np.floor(np.minimum(t.vcpus / w.cpu, t.memory_gib / w.memory_gib) + 1e-9)
-            if w.gpus > 0:
-                fit = np.minimum(fit, np.floor(t.gpus / w.gpus + 1e-9))
-            frac = np.where(
-                fit >= 1, np.ceil(w.replicas / np.maximum(fit, 1)) * mi.node_cost / w.replicas, np.inf
-            )
-        all_ok = combine(masks, t.n_pools) & usable
-        best_allowed = _cheapest(frac, all_ok)
-        binding: list[str] = []
-        for i, m in enumerate(masks):
-            if m.reason not in _ACTIONABLE:
-                continue
-            relaxed = combine(masks[:i] + masks[i + 1 :], t.n_pools) & usable
-            if _cheapest(frac, relaxed) < best_allowed - 1e-9:
-                binding.append(m.label)
-        used_sites = {int(t.site_idx[p]) for (kk, p) in x if kk == k}
+        key = (wd.signature, w.replicas)
+        if key not in memo:
+            memo[key] = _homes(t, w, masks, usable, node_cost)
+        frac, (best1, best2), binding_base = memo[key]
+        binding = list(binding_base)
+        used_sites = {int(t.site_idx[p]) for p, _ in by_workload.get(k, [])}
         if w.min_sites > 1 and len(used_sites) == w.min_sites:
             binding.append(f"spread.min_sites>={w.min_sites} on {w.name}")
 
-        for (kk, p), r in sorted(x.items(), key=lambda kv: t.pools[kv[0][1]].id):
-            if kk != k:
-                continue
+        for p, r in sorted(by_workload.get(k, []), key=lambda pr: t.pools[pr[0]].id):
             site = int(t.site_idx[p])
             caps = np.array([t.vcpus[p], t.memory_gib[p], max(t.gpus[p], 1e-9)])
             mine = r * np.array([w.cpu, w.memory_gib, w.gpus]) / caps
@@ -78,17 +72,14 @@ def explain_assignments(
             row_binding = list(binding)
             if np.isfinite(t.max_nodes[p]) and nodes[p] >= t.max_nodes[p]:
                 row_binding.append(f"capacity:{t.pools[p].id} max_nodes={int(t.max_nodes[p])}")
-            elsewhere = all_ok & (t.site_idx != site)
+            j = best1 if best1 >= 0 and int(t.site_idx[best1]) != site else best2
             next_best = None
             extra = None
-            if elsewhere.any():
-                j = int(np.argmin(np.where(elsewhere, frac, np.inf)))
+            if j >= 0:
                 next_best = t.pools[j].id
                 extra = round(float(frac[j] - frac[p]) * r, 6)
             latency = {
-                name: round(float(rtt[site]), 1)
-                for name, rtt in problem.user_rtt.items()
-                if np.isfinite(rtt[site])
+                name: round(float(rtt[site]), 1) for name, rtt in problem.user_rtt.items() if np.isfinite(rtt[site])
             }
             rows.append(
                 Assignment(
@@ -107,3 +98,33 @@ def explain_assignments(
                 )
             )
     return tuple(rows)
+
+
+def _homes(
+    t: PoolTable, w: Workload, masks: list[NamedMask], usable: BoolArray, node_cost: FloatArray
+) -> tuple[np.ndarray, tuple[int, int], list[str]]:
+    """Per pool: what a replica costs when the workload runs alone on whole nodes; the cheapest
+    allowed pool and the cheapest at another site (next best homes); the actionable constraints
+    whose removal alone would offer a cheaper home."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.floor(np.minimum(t.vcpus / w.cpu, t.memory_gib / w.memory_gib) + 1e-9)
+        if w.gpus > 0:
+            fit = np.minimum(fit, np.floor(t.gpus / w.gpus + 1e-9))
+        frac = np.where(fit >= 1, np.ceil(w.replicas / np.maximum(fit, 1)) * node_cost / w.replicas, np.inf)
+    all_ok = combine(masks, t.n_pools) & usable
+    best_allowed = _cheapest(frac, all_ok)
+    binding: list[str] = []
+    for i, m in enumerate(masks):
+        if m.reason not in _ACTIONABLE:
+            continue
+        relaxed = combine(masks[:i] + masks[i + 1 :], t.n_pools) & usable
+        if _cheapest(frac, relaxed) < best_allowed - 1e-9:
+            binding.append(m.label)
+    allowed = np.flatnonzero(all_ok & np.isfinite(frac))
+    best1 = best2 = -1
+    if len(allowed):
+        best1 = int(allowed[np.argmin(frac[allowed])])
+        other = allowed[t.site_idx[allowed] != t.site_idx[best1]]
+        if len(other):
+            best2 = int(other[np.argmin(frac[other])])
+    return frac, (best1, best2), binding

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.domain import Arch, CapacityType, Workload
 from broker.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, PoolTable
@@ -28,55 +30,91 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def workload_filters(problem: PlacementProblem, w: Workload) -> list[NamedMask]:
+MaskCache = dict[tuple[object, ...], BoolArray]
+
+
+def _cached(cache: MaskCache | None, key: tuple[object, ...], make: Callable[[], BoolArray]) -> BoolArray:
+    """Masks repeat across the workloads of a big request: compute each distinct one once."""
+    if cache is None:
+        return make()
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def _lookup(values: npt.NDArray[np.int64], allowed: list[int], n: int) -> BoolArray:
+    table = np.zeros(n, dtype=bool)
+    table[allowed] = True
+    return np.asarray(table[values], dtype=bool)
+
+
+def workload_filters(problem: PlacementProblem, w: Workload, cache: MaskCache | None = None) -> list[NamedMask]:
     """All hard per-pool constraints of `w`, each as a mask (order = report order)."""
     t = problem.table
     on = f" on {w.name}"
     out: list[NamedMask] = []
 
-    fits = (t.vcpus >= w.cpu - 1e-9) & (t.memory_gib >= w.memory_gib - 1e-9)
-    if w.gpus > 0:
-        fits &= t.gpus >= w.gpus - 1e-9
+    def size_mask() -> BoolArray:
+        ok = (t.vcpus >= w.cpu - 1e-9) & (t.memory_gib >= w.memory_gib - 1e-9)
+        if w.gpus > 0:
+            ok &= t.gpus >= w.gpus - 1e-9
+        return ok
+
+    fits = _cached(cache, ("size", w.cpu, w.memory_gib, w.gpus), size_mask)
     size = f"size:cpu={_fmt(w.cpu)},memory_gib={_fmt(w.memory_gib)}"
     if w.gpus:
         size += f",gpus={_fmt(w.gpus)}"
     out.append(NamedMask(size + on, "size", fits))
     if w.gpu_model:
-        out.append(NamedMask(f"gpu_model:{w.gpu_model}{on}", "gpu_model", t.gpu_model == w.gpu_model))
+        gm = _cached(cache, ("gpu_model", w.gpu_model), lambda: np.asarray(t.gpu_model == w.gpu_model))
+        out.append(NamedMask(f"gpu_model:{w.gpu_model}{on}", "gpu_model", gm))
 
-    arch_ok = np.isin(t.arch_idx, [ARCHES.index(Arch(a)) for a in w.arch])
+    arch_ok = _cached(
+        cache,
+        ("arch", w.arch),
+        lambda: _lookup(t.arch_idx, [ARCHES.index(Arch(a)) for a in w.arch], len(ARCHES)),
+    )
     out.append(NamedMask(f"arch:[{','.join(a.value for a in w.arch)}]{on}", "arch", arch_ok))
 
     caps = list(w.capacity_types)
     if w.max_spot_fraction is not None and w.max_spot_fraction <= 0:
         caps = [c for c in caps if c != CapacityType.SPOT]
-    cap_ok = np.isin(t.cap_idx, [CAPACITY_TYPES.index(c) for c in caps])
+    cap_ok = _cached(
+        cache,
+        ("caps", tuple(caps)),
+        lambda: _lookup(t.cap_idx, [CAPACITY_TYPES.index(c) for c in caps], len(CAPACITY_TYPES)),
+    )
     out.append(
-        NamedMask(
-            f"capacity_types:[{','.join(c.value for c in w.capacity_types)}]{on}", "capacity_type", cap_ok
-        )
+        NamedMask(f"capacity_types:[{','.join(c.value for c in w.capacity_types)}]{on}", "capacity_type", cap_ok)
     )
 
     if w.providers:
-        out.append(
-            NamedMask(f"providers:[{','.join(w.providers)}]{on}", "provider", t.provider_mask(w.providers))
-        )
+        out.append(NamedMask(f"providers:[{','.join(w.providers)}]{on}", "provider", t.provider_mask(w.providers)))
 
     if w.residency is not None:
         pol = w.residency
-        site_ok = np.array([pol.allows(s) for s in t.sites], dtype=bool)
         label = pol.name or "inline"
-        out.append(NamedMask(f"residency:{label}{on}", "residency", site_ok[t.site_idx]))
+        rm = _cached(
+            cache,
+            ("residency", pol),
+            lambda: np.array([pol.allows(s) for s in t.sites], dtype=bool)[t.site_idx],
+        )
+        out.append(NamedMask(f"residency:{label}{on}", "residency", rm))
 
     for region, slo in w.latency_slo_ms.items():
         rtt = problem.user_rtt.get(region)
         if rtt is None:
             continue  # unknown regions are rejected by request validation
-        site_ok = rtt <= slo
-        out.append(NamedMask(f"latency_slo_ms:{region}<={_fmt(slo)}{on}", "latency", site_ok[t.site_idx]))
+        lm = _cached(cache, ("latency", region, slo), partial(_within, rtt, slo, t.site_idx))
+        out.append(NamedMask(f"latency_slo_ms:{region}<={_fmt(slo)}{on}", "latency", lm))
 
-    out.append(NamedMask(f"capacity:available{on}", "no_capacity", t.max_nodes > 0))
+    avail = _cached(cache, ("available",), lambda: t.max_nodes > 0)
+    out.append(NamedMask(f"capacity:available{on}", "no_capacity", avail))
     return out
+
+
+def _within(rtt: npt.NDArray[np.float64], slo: float, site_idx: npt.NDArray[np.int64]) -> BoolArray:
+    return np.asarray((rtt <= slo)[site_idx], dtype=bool)
 
 
 def combine(masks: list[NamedMask], n: int) -> BoolArray:
@@ -102,14 +140,16 @@ def rejection_counts(masks: list[NamedMask], n: int) -> dict[str, int]:
 def site_rejection_counts(masks: list[NamedMask], table: PoolTable) -> dict[str, int]:
     """Sites with no usable pool, counted by the first constraint that empties them."""
     n_sites = table.n_sites
+    order, starts, seg_site = _site_groups(table)
     alive = np.zeros(n_sites, dtype=bool)
-    alive[np.unique(table.site_idx)] = True
+    alive[seg_site] = True
     remaining = np.ones(table.n_pools, dtype=bool)
     counts: dict[str, int] = {}
     for m in masks:
         remaining &= m.mask
         still = np.zeros(n_sites, dtype=bool)
-        still[np.unique(table.site_idx[remaining])] = True
+        # any surviving pool per site, over pools grouped by site
+        still[seg_site] = np.logical_or.reduceat(remaining[order], starts)
         lost = int((alive & ~still).sum())
         if lost:
             counts[m.reason] = counts.get(m.reason, 0) + lost
@@ -117,9 +157,26 @@ def site_rejection_counts(masks: list[NamedMask], table: PoolTable) -> dict[str,
     return counts
 
 
-def minimal_conflict(
-    masks: list[NamedMask], n: int, *, ok: Callable[[BoolArray], bool] | None = None
-) -> list[str]:
+_GROUPS: dict[int, tuple[PoolTable, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = {}
+
+
+def _site_groups(
+    table: PoolTable,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Pools ordered by site with segment starts, computed once per catalog table."""
+    hit = _GROUPS.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    order = np.argsort(table.site_idx, kind="stable")
+    ss = table.site_idx[order]
+    starts = np.flatnonzero(np.r_[True, ss[1:] != ss[:-1]]) if len(ss) else np.zeros(0, dtype=np.int64)
+    groups = (order, starts, ss[starts] if len(ss) else np.zeros(0, dtype=np.int64))
+    _GROUPS.clear()  # one catalog version at a time
+    _GROUPS[id(table)] = (table, groups)
+    return groups
+
+
+def minimal_conflict(masks: list[NamedMask], n: int, *, ok: Callable[[BoolArray], bool] | None = None) -> list[str]:
     """Deletion filter: a smallest-by-inclusion subset of constraints that still leaves no candidate.
 
     `ok(mask)` says whether a combined mask is satisfiable (default: any pool left).

@@ -48,11 +48,7 @@ class PlacementProblem:
     def egress_matrix(self) -> FloatArray:
         """[site, site] USD per GB with internet egress filling unknown pairs, 0 on the diagonal."""
         n = self.table.n_sites
-        internet = (
-            self.internet_egress_usd_per_gb
-            if self.internet_egress_usd_per_gb is not None
-            else np.full(n, 0.09)
-        )
+        internet = self.internet_egress_usd_per_gb if self.internet_egress_usd_per_gb is not None else np.full(n, 0.09)
         if self.egress_usd_per_gb is None:
             m = np.repeat(internet[:, None], n, axis=1)
         else:

@@ -1,4 +1,4 @@
-"""solve(problem) -> PlacementResult: filters, model, proof, baseline, explanation."""
+"""solve(problem) -> PlacementResult: filters, classes, model, proof, baselines, explanation."""
 
 from __future__ import annotations
 
@@ -10,25 +10,16 @@ import numpy as np
 from broker.domain import Baseline, NodeAllocation, PlacementResult
 from broker.errors import Infeasible, InvalidRequest
 from broker.pooltable import FloatArray
-from broker.solver.baseline import Placement, greedy_cheapest_fit, nodes_for
+from broker.solver.baseline import Placement, PoolArrays, greedy_cheapest_fit, unshared_nodes
+from broker.solver.classes import WorkloadData, build_classes
+from broker.solver.costs import egress_cost, placement_nodes, storage_cost
+from broker.solver.disaggregate import disaggregate
 from broker.solver.explain import explain_assignments
-from broker.solver.filters import (
-    NamedMask,
-    combine,
-    minimal_conflict,
-    rejection_counts,
-    site_rejection_counts,
-)
-from broker.solver.filters import workload_filters as _filters
-from broker.solver.model import (
-    SPOT,
-    ModelInput,
-    WorkloadData,
-    column_generation,
-    initial_pools,
-    solve_mip,
-)
-from broker.solver.problem import GIB_IN_GB, PlacementProblem
+from broker.solver.filters import NamedMask, minimal_conflict
+from broker.solver.model import ModelInput
+from broker.solver.prepare import prepare
+from broker.solver.problem import PlacementProblem
+from broker.solver.search import ClassPlacement, search
 
 
 def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed: int = 0) -> PlacementResult:
@@ -38,55 +29,20 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     _validate(problem)
     t = problem.table
     obj = req.objective
-    carbon = np.array([s.carbon_g_per_kwh or 0.0 for s in t.sites])
-    node_cost = obj.cost * t.price + obj.carbon * problem.node_power_kw() * carbon[t.site_idx] / 1000.0
-    mean_rtt = _mean_user_rtt(problem)
-
-    workloads: list[WorkloadData] = []
-    masks_by_w: list[list[NamedMask]] = []
-    conflicts: list[str] = []
-    rejected: dict[str, dict[str, int]] = {}
-    usable = ~t.dominated
-    for w in req.workloads:
-        masks = _filters(problem, w)
-        masks_by_w.append(masks)
-        ok = combine(masks, t.n_pools)
-        rejected[w.name] = {**rejection_counts(masks, t.n_pools)}
-        rejected[w.name].update({f"sites:{k}": v for k, v in site_rejection_counts(masks, t).items()})
-        cand = np.flatnonzero(ok & usable)
-        if len(cand) == 0:
-            conflicts += minimal_conflict(masks, t.n_pools)
-        elif w.min_sites > 1:
-            spread_label = f"spread.min_sites>={w.min_sites} on {w.name}"
-            if w.replicas < w.min_sites:
-                conflicts += [spread_label, f"replicas={w.replicas} on {w.name}"]
-            elif len(np.unique(t.site_idx[cand])) < w.min_sites:
-
-                def enough_sites(mk: np.ndarray, k: int = w.min_sites) -> bool:
-                    return len(np.unique(t.site_idx[mk])) >= k
-
-                conflicts += [spread_label, *minimal_conflict(masks, t.n_pools, ok=enough_sites)]
-        if w.max_spot_fraction is not None and len(cand):
-            non_spot = cand[t.cap_idx[cand] != SPOT]
-            if len(non_spot) == 0 and w.max_spot_fraction * w.replicas < 1:
-                conflicts += [f"max_spot_fraction<={w.max_spot_fraction:g} on {w.name}", masks[2].label]
-        storage = problem.storage_per_replica_hour(w.storage_gib, w.storage_tier)
-        site_cost = obj.cost * storage + obj.latency * mean_rtt / 1000.0
-        rep_cost = site_cost[t.site_idx[cand]]
-        share = np.maximum(w.cpu / t.vcpus[cand], w.memory_gib / t.memory_gib[cand])
-        if w.gpus > 0:
-            share = np.maximum(share, w.gpus / t.gpus[cand])
-        workloads.append(
-            WorkloadData(w=w, cand=cand, frac_cost=node_cost[cand] * share + rep_cost, rep_cost=rep_cost)
-        )
-    if conflicts:
+    prep = prepare(problem)
+    workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
+    if prep.conflicts:
         raise Infeasible(
             "no placement satisfies every hard constraint",
-            conflicts=list(dict.fromkeys(conflicts)),
+            conflicts=list(dict.fromkeys(prep.conflicts)),
         )
 
+    name_index = {w.name: i for i, w in enumerate(req.workloads)}
+    classes, _of = build_classes(
+        workloads, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus, name_index=name_index, pinned=set()
+    )
     mi = ModelInput(
-        workloads=workloads,
+        classes=classes,
         node_cost=node_cost,
         price=t.price,
         vcpus=t.vcpus,
@@ -97,49 +53,57 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
         cap_idx=t.cap_idx,
         egress=problem.egress_matrix(),
         cost_weight=obj.cost,
-        name_index={w.name: i for i, w in enumerate(req.workloads)},
-        pool_ids=tuple(p.id for p in t.pools),
+        n_sites=t.n_sites,
+        pool_ids=(),
     )
-    baseline = greedy_cheapest_fit(mi)
-    pools = initial_pools(mi)
+    arrays = PoolArrays(node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
+    baseline = greedy_cheapest_fit(workloads, arrays)
+    greedy_classes: ClassPlacement | None = None
     if baseline:
-        pools |= {p for (_, p) in baseline}
-    pools, z_lp, min_rc, converged = column_generation(mi, pools)
-    remaining = max(0.05, limit - (time.perf_counter() - started))
-    status, x, _objective_mip, bound = solve_mip(mi, pools, time_limit_s=remaining, hint=baseline, seed=seed)
-    if status == "infeasible" or not x:
+        greedy_classes = {}
+        for (k, p), r in baseline.items():
+            key = (int(_of[k]), p)
+            greedy_classes[key] = greedy_classes.get(key, 0) + r
+    remaining = max(0.1, limit - (time.perf_counter() - started))
+    found = search(mi, greedy=greedy_classes, time_limit_s=remaining, seed=seed)
+    if found is None:
         raise Infeasible(
             "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
-            conflicts=_capacity_conflicts(mi, masks_by_w),
+            conflicts=_capacity_conflicts(problem, workloads, masks_by_w),
         )
+    site_of = t.site_idx.tolist()
+    cap_of = t.cap_idx.tolist()
+    x = disaggregate(classes, workloads, found.x, site_of=site_of, cap_of=cap_of)
 
-    nodes = nodes_for(mi, x, shared=True)
+    nodes = placement_nodes(workloads, x, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus)
     compute = sum(n * float(t.price[p]) for p, n in nodes.items())
-    storage_cost = _storage_cost(problem, mi, x)
-    egress_cost = _egress_cost(mi, x)
-    cost = compute + storage_cost + egress_cost
-    objective_value = _objective(mi, x, nodes, egress_cost)
-    lower = min(bound, z_lp + min_rc) if converged else 0.0
-    lower = min(lower, objective_value)
+    storage_total = storage_cost(problem, workloads, x)
+    egress_total = egress_cost(problem, workloads, x, name_index)
+    cost = compute + storage_total + egress_total
+    objective_value = _objective(workloads, x, nodes, node_cost, obj.cost * egress_total)
+    lower = min(found.lower_bound, objective_value)
     gap = 0.0 if objective_value <= 0 else max(0.0, (objective_value - lower) / objective_value * 100.0)
-    if gap <= 0.01 + 1e-9:
-        status = "optimal"
-    elif status == "optimal":
-        status = "feasible"  # optimal for the pools considered, not proven for the whole catalog
+    status = "optimal" if gap <= 0.01 + 1e-9 else "feasible"
 
     base_cost = None
     if baseline:
-        base_nodes = nodes_for(mi, baseline, shared=False)
+        base_nodes = unshared_nodes(workloads, baseline, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus)
         base_cost = (
             sum(n * float(t.price[p]) for p, n in base_nodes.items())
-            + _storage_cost(problem, mi, baseline)
-            + _egress_cost(mi, baseline)
+            + storage_cost(problem, workloads, baseline)
+            + egress_cost(problem, workloads, baseline, name_index)
         )
     savings = None if not base_cost else round((base_cost - cost) / base_cost * 100.0, 2)
 
     # with cost as the only objective the bound is in USD/h; otherwise it bounds the weighted objective
     cost_only = obj.cost > 0 and obj.latency == 0 and obj.carbon == 0
     lower_per_hour = lower / obj.cost if cost_only else lower
+    warnings: list[str] = []
+    if not found.proven:
+        warnings.append(
+            "weak lower bound: column generation did not converge within the time limit, "
+            "the bound is each replica's cheapest resource share"
+        )
     return PlacementResult(
         status=status,
         objective_value=round(objective_value, 6),
@@ -155,11 +119,11 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
             NodeAllocation(pool=t.pools[p].id, count=n, cost_per_hour=round(n * float(t.price[p]), 6))
             for p, n in sorted(nodes.items(), key=lambda kv: t.pools[kv[0]].id)
         ),
-        assignments=explain_assignments(problem, mi, masks_by_w, x, nodes),
-        egress_cost_per_hour=round(egress_cost, 6),
-        storage_cost_per_hour=round(storage_cost, 6),
-        rejected=rejected,
-        warnings=() if converged else ("lower bound not proven: column generation did not converge",),
+        assignments=explain_assignments(problem, workloads, masks_by_w, x, nodes, node_cost=node_cost),
+        egress_cost_per_hour=round(egress_total, 6),
+        storage_cost_per_hour=round(storage_total, 6),
+        rejected=prep.rejected,
+        warnings=tuple(warnings),
     )
 
 
@@ -196,70 +160,30 @@ def _validate(problem: PlacementProblem) -> None:
         raise InvalidRequest("the placement request is invalid", errors=errors)
 
 
-def _mean_user_rtt(problem: PlacementProblem) -> FloatArray:
-    if not problem.user_rtt:
-        return np.zeros(problem.table.n_sites)
-    stacked = np.vstack(list(problem.user_rtt.values()))
-    return np.asarray(np.nan_to_num(stacked.mean(axis=0), nan=1000.0), dtype=np.float64)
-
-
-def _storage_cost(problem: PlacementProblem, mi: ModelInput, x: Placement) -> float:
-    total = 0.0
+def _objective(
+    workloads: list[WorkloadData], x: Placement, nodes: dict[int, int], node_cost: FloatArray, egress: float
+) -> float:
+    value = sum(n * float(node_cost[p]) for p, n in nodes.items())
     for (k, p), r in x.items():
-        w = mi.workloads[k].w
-        if w.storage_gib > 0:
-            total += r * float(
-                problem.storage_per_replica_hour(w.storage_gib, w.storage_tier)[mi.site_idx[p]]
-            )
-    return total
+        wd = workloads[k]
+        value += r * float(wd.rep_cost[int(np.searchsorted(wd.cand, p))])
+    return value + egress
 
 
-def _site_fractions(mi: ModelInput, x: Placement) -> list[dict[int, float]]:
-    out: list[dict[int, float]] = [{} for _ in mi.workloads]
-    for (k, p), r in x.items():
-        s = int(mi.site_idx[p])
-        out[k][s] = out[k].get(s, 0.0) + r / mi.workloads[k].w.replicas
-    return out
-
-
-def _egress_cost(mi: ModelInput, x: Placement) -> float:
-    """Traffic of w that v's replicas at the same site cannot absorb leaves the site,
-    priced at the dearest destination among v's sites (never optimistic)."""
-    frac = _site_fractions(mi, x)
-    total = 0.0
-    for k, wd in enumerate(mi.workloads):
-        for dep in wd.w.depends_on:
-            kv = mi.name_index[dep.workload]
-            for s, f in frac[k].items():
-                leaving = f - frac[kv].get(s, 0.0)
-                others = [t for t in frac[kv] if t != s]
-                if leaving > 1e-12 and others:
-                    total += dep.gib_per_hour * GIB_IN_GB * leaving * float(mi.egress[s, others].max())
-    return total
-
-
-def _objective(mi: ModelInput, x: Placement, nodes: dict[int, int], egress_cost: float) -> float:
-    value = sum(n * float(mi.node_cost[p]) for p, n in nodes.items())
-    for (k, p), r in x.items():
-        wd = mi.workloads[k]
-        j = int(np.searchsorted(wd.cand, p))
-        value += r * float(wd.rep_cost[j])
-    return value + mi.cost_weight * egress_cost
-
-
-def _capacity_conflicts(mi: ModelInput, masks_by_w: list[list[NamedMask]]) -> list[str]:
+def _capacity_conflicts(
+    problem: PlacementProblem, workloads: list[WorkloadData], masks_by_w: list[list[NamedMask]]
+) -> list[str]:
     """Owned pools that run out, with the constraints that keep workloads off unbounded pools."""
+    t = problem.table
     out: list[str] = []
     bounded_used: set[int] = set()
-    for wd, masks in zip(mi.workloads, masks_by_w, strict=True):
-        if np.isfinite(mi.max_nodes[wd.cand]).all():
+    for wd, masks in zip(workloads, masks_by_w, strict=True):
+        if np.isfinite(t.max_nodes[wd.cand]).all():
             bounded_used.update(int(p) for p in wd.cand)
-            out += minimal_conflict(
-                masks, len(mi.price), ok=lambda mk: bool((mk & np.isinf(mi.max_nodes)).any())
-            )
+            out += minimal_conflict(masks, t.n_pools, ok=lambda mk: bool((mk & np.isinf(t.max_nodes)).any()))
         if wd.w.min_sites > 1:
             out.append(f"spread.min_sites>={wd.w.min_sites} on {wd.w.name}")
         if wd.w.max_spot_fraction is not None:
             out.append(f"max_spot_fraction<={wd.w.max_spot_fraction:g} on {wd.w.name}")
-    out += [f"capacity:{mi.pool_ids[p]} max_nodes={int(mi.max_nodes[p])}" for p in sorted(bounded_used)]
+    out += [f"capacity:{t.pools[p].id} max_nodes={int(t.max_nodes[p])}" for p in sorted(bounded_used)]
     return list(dict.fromkeys(out)) or ["capacity"]

@@ -1,0 +1,137 @@
+"""The solver at 12 / 300 / 3,000 / 20,000 workloads over the full public catalog, side by side
+with two baselines implemented in the project (per-workload cheapest fit, SkyPilot-style, and
+Kubernetes-style filter/score).
+
+Requests are generated (seeded) the way an enterprise estate looks: a few dozen t-shirt
+sizes, residency policies, latency SLOs towards three user regions, spread, spot with caps,
+storage and service dependencies. Prints one comparable figure per line per size:
+
+    python bench/solver.py [--sizes 12,300,3000,20000] [--time-limit 30] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from broker.services import Broker, parse_request
+from broker.settings import Settings
+from broker.solver import PlacementProblem, solve
+from broker.solver.baselines import baseline_costs
+
+SHAPES = [  # (cpu, memory GiB): common container/VM requests
+    (0.5, 1), (1, 2), (1, 4), (2, 4), (2, 8), (4, 8), (4, 16), (8, 16), (8, 32), (16, 64),
+    (2, 16), (4, 32), (0.25, 0.5), (1, 1), (3, 6), (6, 24), (12, 48), (32, 128),
+]  # fmt: skip
+USER_REGIONS = [
+    {"name": "eu-users", "lat": 50.11, "lon": 8.68},
+    {"name": "us-users", "lat": 40.71, "lon": -74.0},
+    {"name": "apac-users", "lat": 1.35, "lon": 103.82},
+]
+POLICIES = [(None, None), ("gdpr-eu", "eu-users"), ("us-only", "us-users"), ("gdpr-adequate", None),
+            ("no-china", None), ("singapore-only", "apac-users"), ("germany-only", "eu-users")]  # fmt: skip
+CAPS = [["ondemand", "reserved"], ["ondemand", "spot"], ["spot", "ondemand", "reserved"]]
+
+
+def generate(n: int, seed: int = 7) -> dict[str, Any]:
+    rnd = random.Random(seed)
+    workloads: list[dict[str, Any]] = []
+    for i in range(n):
+        cpu, mem = rnd.choice(SHAPES)
+        policy, region = rnd.choices(POLICIES, weights=[30, 25, 25, 5, 10, 3, 2])[0]
+        w: dict[str, Any] = {"name": f"w{i:05d}", "replicas": rnd.choice([1, 2, 2, 3, 3, 4, 6, 8, 12]),
+                             "cpu": cpu, "memory_gib": mem}  # fmt: skip
+        if policy:
+            w["residency"] = policy
+        if region and rnd.random() < 0.5:
+            w["latency_slo_ms"] = {region: rnd.choice([30, 50, 80])}
+        caps = rnd.choices(CAPS, weights=[60, 30, 10])[0]
+        w["capacity_types"] = caps
+        if "spot" in caps and rnd.random() < 0.5:
+            w["max_spot_fraction"] = 0.5
+        if rnd.random() < 0.25 and w["replicas"] >= 2:
+            w["spread"] = {"min_sites": 2}
+        if rnd.random() < 0.3:
+            w["storage_gib"] = rnd.choice([20, 50, 100, 500])
+            w["storage_tier"] = rnd.choice(["standard", "ssd", "premium"])
+        if rnd.random() < 0.2:
+            w["arch"] = ["amd64", "arm64"]
+        if i > 0 and rnd.random() < 0.05:
+            peer = workloads[rnd.randrange(max(0, i - 50), i)]
+            if "depends_on" not in peer:
+                w["depends_on"] = [{"workload": peer["name"], "gib_per_hour": rnd.choice([0.5, 1, 2, 5])}]
+        if rnd.random() < 0.01:
+            w.update(cpu=4, memory_gib=16, gpus=1, capacity_types=["ondemand"], arch=["amd64"])
+        workloads.append(w)
+    return {"name": f"bench-{n}", "user_regions": USER_REGIONS, "workloads": workloads, "dry_run": True}
+
+
+def run(broker: Broker, n: int, time_limit: float) -> dict[str, float]:
+    cat = broker.catalog()
+    req = parse_request(generate(n)).to_domain()
+    problem = PlacementProblem(
+        request=req,
+        table=cat.table,
+        user_rtt=cat.user_rtt(req.user_regions),
+        egress_usd_per_gb=cat.egress,
+        internet_egress_usd_per_gb=cat.internet_egress,
+        storage_usd_per_gb_month=cat.storage,
+    )
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    res = solve(problem, time_limit_s=time_limit, seed=0)
+    secs = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    base = baseline_costs(problem)
+    out = {
+        "workloads": n,
+        "replicas": sum(w.replicas for w in req.workloads),
+        "broker_cost_per_hour": res.cost_per_hour,
+        "lower_bound_per_hour": res.lower_bound_per_hour,
+        "gap_pct": res.gap_pct,
+        "status": res.status,
+        "solve_s": round(secs, 2),
+        "peak_python_mib": round(peak / 2**20, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    for name, cost in base.items():
+        out[f"{name}_cost_per_hour"] = round(cost, 4) if cost is not None else float("nan")
+        if cost:
+            out[f"savings_vs_{name}_pct"] = round((cost - res.cost_per_hour) / cost * 100, 2)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="12,300,3000,20000")
+    ap.add_argument("--time-limit", type=float, default=0.0, help="0 = 30 s up to 3,000 workloads, else 120 s")
+    ap.add_argument("--database-url", default="")
+    args = ap.parse_args()
+    url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
+    broker = Broker.open(Settings(database_url=url))
+    broker.catalog()
+    prev: tuple[int, float] | None = None
+    for n in (int(s) for s in args.sizes.split(",")):
+        limit = args.time_limit or (30.0 if n <= 3000 else 120.0)
+        row = run(broker, n, limit)
+        for k, v in row.items():
+            print(f"{n}.{k}: {v}")
+        if prev:
+            ratio = row["solve_s"] / max(prev[1], 1e-3)
+            print(f"{n}.solve_time_growth_vs_{prev[0]}: x{ratio:.1f} for x{n / prev[0]:.0f} workloads")
+        prev = (n, float(row["solve_s"]))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

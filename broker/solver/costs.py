@@ -1,0 +1,81 @@
+"""What a per-workload placement costs: nodes, storage and egress, as the contract states them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from broker.pooltable import FloatArray
+from broker.solver.baseline import Placement
+from broker.solver.classes import WorkloadData
+from broker.solver.problem import GIB_IN_GB, PlacementProblem
+
+
+def placement_nodes(
+    workloads: Sequence[WorkloadData], x: Placement, *, vcpus: FloatArray, mem: FloatArray, gpus: FloatArray
+) -> dict[int, int]:
+    """Nodes per pool shared by all workloads on it: enough for the aggregate of cpu, memory
+    and GPUs (the contract's rule) and for each workload's replicas one node at a time."""
+    load: dict[int, FloatArray] = {}
+    need: dict[int, int] = {}
+    for (k, p), r in x.items():
+        w = workloads[k].w
+        load[p] = load.get(p, np.zeros(3)) + r * np.array([w.cpu, w.memory_gib, w.gpus])
+        fit = min(
+            math.floor(vcpus[p] / w.cpu + 1e-9),
+            math.floor(mem[p] / w.memory_gib + 1e-9),
+            math.floor(gpus[p] / w.gpus + 1e-9) if w.gpus > 0 else 10**9,
+        )
+        need[p] = max(need.get(p, 0), math.ceil(r / max(fit, 1)))
+    out: dict[int, int] = {}
+    for p, ld in load.items():
+        caps = np.array([vcpus[p], mem[p], max(float(gpus[p]), 1e-12)])
+        out[p] = max(1, math.ceil(float(np.max(ld / caps)) - 1e-9), need[p])
+    return out
+
+
+def storage_cost(problem: PlacementProblem, workloads: Sequence[WorkloadData], x: Placement) -> float:
+    t = problem.table
+    total = 0.0
+    memo: dict[tuple[float, object], FloatArray] = {}
+    for (k, p), r in x.items():
+        w = workloads[k].w
+        if w.storage_gib > 0:
+            key = (w.storage_gib, w.storage_tier)
+            if key not in memo:
+                memo[key] = problem.storage_per_replica_hour(w.storage_gib, w.storage_tier)
+            total += r * float(memo[key][t.site_idx[p]])
+    return total
+
+
+def site_fractions(
+    problem: PlacementProblem, workloads: Sequence[WorkloadData], x: Placement
+) -> list[dict[int, float]]:
+    out: list[dict[int, float]] = [{} for _ in workloads]
+    for (k, p), r in x.items():
+        s = int(problem.table.site_idx[p])
+        out[k][s] = out[k].get(s, 0.0) + r / workloads[k].w.replicas
+    return out
+
+
+def egress_cost(
+    problem: PlacementProblem, workloads: Sequence[WorkloadData], x: Placement, name_index: dict[str, int]
+) -> float:
+    """Traffic of w that v's replicas at the same site cannot absorb leaves the site,
+    priced at the dearest destination among v's sites (never optimistic)."""
+    if not any(wd.w.depends_on for wd in workloads):
+        return 0.0
+    egress = problem.egress_matrix()
+    frac = site_fractions(problem, workloads, x)
+    total = 0.0
+    for k, wd in enumerate(workloads):
+        for dep in wd.w.depends_on:
+            kv = name_index[dep.workload]
+            for s, f in frac[k].items():
+                leaving = f - frac[kv].get(s, 0.0)
+                others = [t for t in frac[kv] if t != s]
+                if leaving > 1e-12 and others:
+                    total += dep.gib_per_hour * GIB_IN_GB * leaving * float(egress[s, others].max())
+    return total

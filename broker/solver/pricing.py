@@ -1,0 +1,110 @@
+"""Pricing: what opening one node of any candidate pool could still earn.
+
+With the duals y of a restricted LP, a replica column (c, p) earns
+g_cp = (A^T y)_cp - cost_cp per replica (demand, spot, spread and egress rows
+are laid out for every candidate, so this is exact for pools outside the LP).
+One node of pool p holds replicas with sum_c d_cr y_c <= cap_pr for each
+resource r, so it earns at most cap_pr * max_c g_cp / d_cr; the smaller of the
+cpu and memory bounds is an upper bound UB_p and
+
+    rc_p = node_cost_p - UB_p
+
+is a lower bound on the reduced cost of a node of p (Lagrangian bound: every
+placement that opens n nodes of an excluded pool p costs at least
+z_LP + n * rc_p). GPUs are left out: a class without GPUs would make that
+bound meaningless, and leaving a resource out only weakens the bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from broker.pooltable import FloatArray, IntArray
+from broker.solver.model import Built, Layout, ModelInput, XColumns, x_columns
+
+
+@dataclass
+class Universe:
+    """Every candidate (class, pool) column, grouped by pool for fast per-pool maxima."""
+
+    cols: XColumns
+    order: IntArray  # columns sorted by pool
+    starts: IntArray  # segment starts in `order`
+    seg_pool: IntArray  # pool of each segment
+    inv_cpu: FloatArray  # 1 / cpu demand per column (sorted order)
+    inv_mem: FloatArray
+    zpos: IntArray  # per column (sorted order): spread node row offset, -1 = none
+
+    @property
+    def size(self) -> int:
+        return len(self.cols.cls)
+
+
+def make_universe(mi: ModelInput, lay: Layout) -> Universe:
+    cols = x_columns(mi, lay)
+    order = np.argsort(cols.pool, kind="stable")
+    sp = cols.pool[order]
+    starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if len(sp) else np.zeros(0, dtype=np.int64)
+    d = np.stack([c.demand for c in mi.classes])
+    cls = cols.cls[order]
+    return Universe(
+        cols=cols,
+        order=order,
+        starts=starts,
+        seg_pool=sp[starts] if len(sp) else np.zeros(0, dtype=np.int64),
+        inv_cpu=1.0 / d[cls, 0],
+        inv_mem=1.0 / d[cls, 1],
+        zpos=cols.zpos[order],
+    )
+
+
+def pool_reduced_costs(
+    mi: ModelInput, u: Universe, fixed_duals: FloatArray, node_row0: int
+) -> tuple[IntArray, FloatArray]:
+    """(pools, lower bound on the reduced cost of one node) for every candidate pool."""
+    if u.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    earn = u.cols.fixed.T @ fixed_duals - u.cols.cost
+    g = np.maximum(earn[u.order], 0.0)
+    best_cpu = np.maximum.reduceat(g * u.inv_cpu, u.starts)
+    best_mem = np.maximum.reduceat(g * u.inv_mem, u.starts)
+    p = u.seg_pool
+    ub = np.minimum(best_cpu * mi.vcpus[p], best_mem * mi.mem[p])
+    # a node of p also counts towards the spread rows sum_{q at s} n_q >= z_cs / K_c
+    credit = np.zeros(len(p))
+    if (u.zpos >= 0).any():
+        site_credit = np.where(u.zpos >= 0, fixed_duals[node_row0 + np.maximum(u.zpos, 0)], 0.0)
+        credit = np.add.reduceat(np.maximum(site_credit, 0.0), u.starts)
+    return p, mi.node_cost[p] - ub - credit
+
+
+def column_reduced_costs(mi: ModelInput, u: Universe, b: Built, row_dual: FloatArray) -> FloatArray:
+    """Reduced cost of every universe column on a pool of the restricted model (inf elsewhere).
+
+    Rows a column would bring along (its fit row, a GPU row) are slack at zero, so their
+    duals are 0 and this is exact for the restricted LP.
+    """
+    lay = b.lay
+    out = np.full(u.size, np.inf)
+    ppos = np.full(mi.n_pools, -1, dtype=np.int64)
+    ppos[b.pools] = np.arange(len(b.pools))
+    pos = ppos[u.cols.pool]
+    on = np.flatnonzero(pos >= 0)
+    if len(on) == 0:
+        return out
+    fixed_part = (u.cols.fixed[:, on].T @ row_dual[: lay.n_fixed_rows]) if len(on) else np.zeros(0)
+    d = np.stack([c.demand for c in mi.classes])[u.cols.cls[on]]
+    cap = np.zeros(len(on))
+    for r in range(3):
+        rows = b.cap_row[pos[on], r]
+        has = rows >= 0
+        cap[has] += d[has, r] * row_dual[rows[has]]
+    out[on] = u.cols.cost[on] - fixed_part - cap
+    return out
+
+
+def pool_earnings(u: Universe, fixed_duals: FloatArray) -> FloatArray:
+    """g_cp per universe column (original order): what one replica earns under the duals."""
+    return np.asarray(u.cols.fixed.T @ fixed_duals - u.cols.cost)
