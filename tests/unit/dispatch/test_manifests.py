@@ -189,3 +189,47 @@ def test_templates_and_images_for_unknown_workloads_are_rejected() -> None:
     with pytest.raises(InvalidRequest) as exc:
         build_bundles(PLACEMENT, REQUEST, TARGETS, images={"ghost": "x"})
     assert exc.value.errors[0]["loc"] == ["body", "images", "ghost"]
+
+
+def _deployment() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ((), None),
+        (("spec", "template", "spec", "containers", 0, "colour"), "x"),
+        (("spec", "replicas"), "three"),
+        (("spec", "selector"), None),
+        (("metadata", "labels"), {"a": 1}),
+    ],
+)
+def test_cached_validator_agrees_with_kubernetes_validate(path: tuple[Any, ...], value: Any) -> None:
+    import kubernetes_validate
+
+    doc = _deployment()
+    if path:
+        parent: Any = doc
+        for p in path[:-1]:
+            parent = parent[p]
+        if value is None:
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = value
+    try:
+        kubernetes_validate.validate(doc, "1.31", strict=True)
+        library_ok = True
+    except kubernetes_validate.ValidationError:
+        library_ok = False
+    assert (problems(doc) == []) == library_ok
+    assert library_ok == (path == ())
