@@ -51,10 +51,10 @@ class IdempotencyStore:
                         )
                     )
                     return "new", None
-                if row.request_sha256 != fingerprint:
-                    return "mismatch", None
                 if row.state != "done" or row.status_code is None:
                     return "pending", None
+                if row.request_sha256 != fingerprint:
+                    return "mismatch", None
                 return "replay", Stored(row.status_code, dict(row.headers or {}), bytes(row.body or b""))
         except IntegrityError:
             return "pending", None  # another request with this key was inserted a moment ago
