@@ -268,7 +268,14 @@ class Built:
 
 
 def build(
-    mi: ModelInput, lay: Layout, universe: XColumns, sel: IntArray, pools: IntArray, *, integer: bool
+    mi: ModelInput,
+    lay: Layout,
+    universe: XColumns,
+    sel: IntArray,
+    pools: IntArray,
+    *,
+    integer: bool,
+    fit_rows: bool = True,
 ) -> tuple[highspy.Highs, Built]:
     """The model over universe columns `sel` (sorted) and `pools` (which must cover their pools)."""
     pools = np.unique(np.concatenate([pools, universe.pool[sel]]))
@@ -297,7 +304,7 @@ def build(
         r_cols += [npool + np.flatnonzero(use), used_pools]
         r_vals += [need[use], -caps[used_pools, r]]
         nrow += len(used_pools)
-    cut = np.flatnonzero(xs.fit_cut)
+    cut = np.flatnonzero(xs.fit_cut) if fit_rows else np.zeros(0, dtype=np.int64)
     if len(cut):
         rows = nrow + np.arange(len(cut))
         r_rows += [rows, rows]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.pooltable import FloatArray, IntArray
+from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.model import Built, Layout, ModelInput, build, make_layout, solve_lp, solve_mip
 from broker.solver.pricing import (
     Universe,
@@ -32,6 +32,7 @@ from broker.solver.pricing import (
     pool_reduced_costs,
 )
 
+FIT_ROWS_IN_LP = True  # stronger LP bound; the MIP always has them
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 
 
@@ -184,7 +185,7 @@ def _columns_of(u: Universe, x: ClassPlacement, keys: IntArray, n_pools: int) ->
 def search(
     mi: ModelInput,
     *,
-    greedy: ClassPlacement | None,
+    starts: list[ClassPlacement],
     time_limit_s: float,
     seed: int,
     rel_gap: float = 0.005,
@@ -201,10 +202,11 @@ def search(
     col_keys = uni.cols.cls * mi.n_pools + uni.cols.pool
     in_sel = np.zeros(uni.size, dtype=bool)
     in_sel[initial_columns(mi, uni)] = True
-    if greedy:
-        in_sel[_columns_of(uni, greedy, col_keys, mi.n_pools)] = True
+    for x0 in starts:
+        in_sel[_columns_of(uni, x0, col_keys, mi.n_pools)] = True
     pools = np.unique(uni.cols.pool[in_sel])
     z_lp = -math.inf
+    lagrangian = -math.inf
     converged = False
     rounds = 0
     lp_x: ClassPlacement | None = None
@@ -213,7 +215,7 @@ def search(
     rc_x: FloatArray = np.zeros(0)
     b: Built | None = None
     for rounds in range(1, max_rounds + 1):  # noqa: B007 - reported
-        h, b = build(mi, lay, uni.cols, np.flatnonzero(in_sel), pools, integer=False)
+        h, b = build(mi, lay, uni.cols, np.flatnonzero(in_sel), pools, integer=False, fit_rows=FIT_ROWS_IN_LP)
         lp = solve_lp(h, b)
         if lp is None:
             break
@@ -226,6 +228,7 @@ def search(
         outside = ~np.isin(rc_pools, pools)
         neg_pools = rc_pools[outside & (rc_p < -tol)]
         neg_cols = np.flatnonzero(~in_sel & (rc_x < -tol))
+        lagrangian = max(lagrangian, _lagrangian(mi, uni, z_lp, rc_x, in_sel, rc_pools, rc_p, outside))
         if len(neg_pools) == 0 and len(neg_cols) == 0:
             converged = True
             break
@@ -242,8 +245,7 @@ def search(
     candidates: list[ClassPlacement] = []
     if lp_x is not None and _feasible(mi, lp_x, class_nodes(mi, lp_x)):
         candidates.append(lp_x)
-    if greedy:
-        candidates.append(greedy)
+    candidates += [x0 for x0 in starts if _feasible(mi, x0, class_nodes(mi, x0))]
     incumbent = min(candidates, key=lambda xx: objective(mi, lay, xx)) if candidates else None
     ub = objective(mi, lay, incumbent) if incumbent is not None else math.inf
 
@@ -306,7 +308,7 @@ def search(
     bound = res.bound if res.status in ("optimal", "feasible", "unknown") else -math.inf
     if not math.isfinite(bound):
         bound = z_lp
-    lower = max(z_lp, min(bound, z_lp + excluded_min)) if converged else simple_bound(mi)
+    lower = max(z_lp, min(bound, z_lp + excluded_min)) if converged else max(lagrangian, simple_bound(mi))
     # HiGHS' dual bound carries solver tolerances; never claim more than is proven
     lower = min(lower * (1 - 1e-9), value)
     return SearchResult(
@@ -318,6 +320,28 @@ def search(
         pools_considered=len(pools),
         lp_rounds=rounds,
     )
+
+
+def _lagrangian(
+    mi: ModelInput,
+    u: Universe,
+    z_lp: float,
+    rc_x: FloatArray,
+    in_sel: BoolArray,
+    rc_pools: IntArray,
+    rc_p: FloatArray,
+    outside: BoolArray,
+) -> float:
+    """Lagrangian bound for unfinished column generation: z_LP plus the most every column and
+    pool left out could still save. A cost-minimal placement opens no node without a replica,
+    so a pool has at most as many nodes as the replicas that may use it."""
+    replicas = np.array([c.replicas for c in mi.classes], dtype=np.float64)
+    cols = ~in_sel & np.isfinite(rc_x) & (rc_x < 0)
+    value = z_lp + float((rc_x[cols] * replicas[u.cols.cls[cols]]).sum())
+    per_pool = np.add.reduceat(replicas[u.cols.cls[u.order]], u.starts)  # aligned with u.seg_pool
+    neg = outside & (rc_p < 0)
+    cap_nodes = np.minimum(per_pool[neg], mi.max_nodes[rc_pools[neg]])
+    return value + float((rc_p[neg] * cap_nodes).sum())
 
 
 def simple_bound(mi: ModelInput) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 from broker.domain import Baseline, NodeAllocation, PlacementResult
 from broker.errors import Infeasible, InvalidRequest
 from broker.pooltable import FloatArray
-from broker.solver.baseline import Placement, PoolArrays, greedy_cheapest_fit, unshared_nodes
+from broker.solver.baseline import Placement, PoolArrays, greedy_cheapest_fit, kubernetes_filter_score, unshared_nodes
 from broker.solver.classes import WorkloadData, build_classes
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost
 from broker.solver.disaggregate import disaggregate
@@ -20,6 +20,8 @@ from broker.solver.model import ModelInput
 from broker.solver.prepare import prepare
 from broker.solver.problem import PlacementProblem
 from broker.solver.search import ClassPlacement, search
+
+K8S_START_MAX_WORKLOADS = 5000
 
 
 def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed: int = 0) -> PlacementResult:
@@ -58,14 +60,16 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     )
     arrays = PoolArrays(node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
-    greedy_classes: ClassPlacement | None = None
+    starts: list[ClassPlacement] = []
     if baseline:
-        greedy_classes = {}
-        for (k, p), r in baseline.items():
-            key = (int(_of[k]), p)
-            greedy_classes[key] = greedy_classes.get(key, 0) + r
+        starts.append(_to_classes(baseline, _of))
+    if len(workloads) <= K8S_START_MAX_WORKLOADS:
+        # the scheduler-style answer shares nodes: a strong start when the LP cannot finish in time
+        k8s = kubernetes_filter_score(workloads, arrays)
+        if k8s is not None:
+            starts.append(_to_classes(k8s[0], _of))
     remaining = max(0.1, limit - (time.perf_counter() - started))
-    found = search(mi, greedy=greedy_classes, time_limit_s=remaining, seed=seed)
+    found = search(mi, starts=starts, time_limit_s=remaining, seed=seed)
     if found is None:
         raise Infeasible(
             "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
@@ -158,6 +162,14 @@ def _validate(problem: PlacementProblem) -> None:
                 )
     if errors:
         raise InvalidRequest("the placement request is invalid", errors=errors)
+
+
+def _to_classes(x: Placement, class_of: Any) -> ClassPlacement:
+    out: ClassPlacement = {}
+    for (k, p), r in x.items():
+        key = (int(class_of[k]), p)
+        out[key] = out.get(key, 0) + r
+    return out
 
 
 def _objective(

@@ -1,0 +1,113 @@
+"""A small synthetic catalog: five sites, a few shapes, three capacity types (fast to solve)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from broker.domain import (
+    Arch,
+    CapacityType,
+    PlacementRequest,
+    Pool,
+    ResidencyPolicy,
+    Site,
+    SiteKind,
+    UserRegion,
+    Workload,
+)
+from broker.pooltable import PoolTable, build_pool_table
+from broker.solver import PlacementProblem
+
+SITES = [
+    Site("aws:eu-central-1", "aws", SiteKind.PUBLIC, "eu-central-1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7, 380.0),
+    Site("gcp:europe-west1", "gcp", SiteKind.PUBLIC, "europe-west1", "BE", ("EU", "EEA", "BE"), 50.4, 3.8, 120.0),
+    Site("aws:us-east-1", "aws", SiteKind.PUBLIC, "us-east-1", "US", ("US",), 38.9, -77.0, 400.0),
+    Site("azure:eastus", "azure", SiteKind.PUBLIC, "eastus", "US", ("US",), 37.4, -79.0, 350.0),
+    Site("private:fra-dc1", "private", SiteKind.PRIVATE, "fra-dc1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7, 300.0),
+]
+GDPR = ResidencyPolicy("gdpr-eu", allowed_jurisdictions=frozenset({"EEA"}))
+US_ONLY = ResidencyPolicy("us-only", allowed_countries=frozenset({"US"}))
+SHAPES = [  # type, vcpus, GiB, gpus, arch, on-demand price
+    ("small", 2, 4, 0, Arch.AMD64, 0.08),
+    ("medium", 4, 16, 0, Arch.AMD64, 0.19),
+    ("large", 16, 64, 0, Arch.AMD64, 0.70),
+    ("highmem", 4, 32, 0, Arch.AMD64, 0.26),
+    ("arm", 4, 8, 0, Arch.ARM64, 0.12),
+    ("gpu", 8, 32, 1, Arch.AMD64, 1.10),
+]
+SITE_FACTOR = {"aws:eu-central-1": 1.1, "gcp:europe-west1": 1.0, "aws:us-east-1": 0.9, "azure:eastus": 0.95}
+
+
+def pools(owned_nodes: int = 3) -> list[Pool]:
+    out = []
+    for s in SITES[:4]:
+        for name, v, m, g, arch, price in SHAPES:
+            base = round(price * SITE_FACTOR[s.id], 6)
+            for cap, f in ((CapacityType.ONDEMAND, 1.0), (CapacityType.SPOT, 0.35)):
+                out.append(
+                    Pool(
+                        Pool.make_id(s.id, name, cap),
+                        s.id,
+                        name,
+                        cap,
+                        arch,
+                        v,
+                        m,
+                        g,
+                        "T4" if g else None,
+                        round(base * f, 6),
+                        None,
+                        s.provider,
+                        "2026-01-01",
+                    )  # fmt: skip
+                )
+    dc = SITES[4]
+    out.append(
+        Pool(
+            Pool.make_id(dc.id, "r740", CapacityType.RESERVED),
+            dc.id,
+            "r740",
+            CapacityType.RESERVED,
+            Arch.AMD64,
+            48,
+            384,
+            0,
+            None,
+            0.9,
+            owned_nodes,
+            "tco-model",
+            "2026-01-01",
+        )  # fmt: skip
+    )
+    return out
+
+
+def table(owned_nodes: int = 3) -> PoolTable:
+    return build_pool_table(SITES, pools(owned_nodes))
+
+
+def problem(
+    workloads: list[Workload],
+    *,
+    tbl: PoolTable | None = None,
+    regions: tuple[UserRegion, ...] = (),
+    rtt: dict[str, list[float]] | None = None,
+    objective: object | None = None,
+) -> PlacementProblem:
+    t = tbl or table()
+    n = t.n_sites
+    egress = np.full((n, n), 0.02)
+    np.fill_diagonal(egress, 0.0)
+    storage = np.tile(np.array([[0.045, 0.08, 0.125]]), (n, 1))
+    kwargs: dict[str, object] = {}
+    if objective is not None:
+        kwargs["objective"] = objective
+    req = PlacementRequest(name="t", workloads=tuple(workloads), user_regions=regions, **kwargs)  # type: ignore[arg-type]
+    return PlacementProblem(
+        request=req,
+        table=t,
+        user_rtt={k: np.array(v, dtype=float) for k, v in (rtt or {}).items()},
+        egress_usd_per_gb=egress,
+        internet_egress_usd_per_gb=np.full(n, 0.09),
+        storage_usd_per_gb_month=storage,
+    )

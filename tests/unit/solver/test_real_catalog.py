@@ -1,0 +1,46 @@
+"""A few checks on the full public catalog (shared, pre-loaded broker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from fastapi.testclient import TestClient
+
+from broker.services import Broker
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "checkout.yaml"
+
+
+def test_contract_example_is_proven_close_to_optimal(shared_broker: Broker) -> None:
+    doc, stored = shared_broker.place(yaml.safe_load(EXAMPLE.read_text()))
+    assert not stored
+    assert doc["lower_bound_per_hour"] <= doc["objective_value"] + 1e-6
+    assert doc["gap_pct"] <= 1.0  # v1 answered with a 28 % gap here
+    assert doc["cost_per_hour"] < doc["baseline"]["cost_per_hour"]
+    for a in doc["assignments"]:
+        e = a["explanation"]
+        assert set(e["cost_breakdown"]) >= {"compute", "storage"}
+        assert e["next_best"] is None or e["next_best_extra_per_hour"] is not None
+    assert doc["rejected"]["checkout-api"]["residency"] > 0  # why the other sites were excluded
+
+
+def test_pareto_endpoint_returns_two_fronts_of_full_placements(shared_client: TestClient) -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["time_limit_s"] = 1
+    r = shared_client.post("/v1/placements/pareto", json=doc)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    for name in ("cost_latency", "cost_carbon"):
+        pts = body[name]
+        assert pts
+        assert [p["cost_per_hour"] for p in pts] == sorted(p["cost_per_hour"] for p in pts)
+        for p in pts:
+            assert p["placement"]["cost_per_hour"] == p["cost_per_hour"]
+            assert sum(a["replicas"] for a in p["placement"]["assignments"]) == 8
+
+
+def test_pareto_endpoint_rejects_bad_input_with_problem_json(shared_client: TestClient) -> None:
+    r = shared_client.post("/v1/placements/pareto", json={"name": "x", "workloads": []})
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
