@@ -159,6 +159,38 @@ class Broker:
         for i, u in enumerate(req.user_regions):
             if u.site is not None and u.site not in cat.sites:
                 errors.append({"loc": ["body", "user_regions", i, "site"], "msg": f"unknown site {u.site!r}"})
+    def pareto(self, doc: PlacementRequestIn | Any) -> dict[str, Any]:
+        """Cost-latency and cost-carbon Pareto fronts of a request, each point a full placement."""
+        from broker.solver.pareto import pareto_fronts
+
+        req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
+        request = req_in.to_domain()
+        cat = self.catalog()
+        self._check_references(req_in, cat)
+        problem = PlacementProblem(
+            request=request,
+            table=cat.table,
+            user_rtt=cat.user_rtt(request.user_regions),
+            egress_usd_per_gb=cat.egress,
+            internet_egress_usd_per_gb=cat.internet_egress,
+            storage_usd_per_gb_month=cat.storage,
+        )
+        limit = min(request.time_limit_s, self.settings.solve_time_limit_s) * 4
+        fronts = pareto_fronts(problem, time_limit_s=limit)
+        return {
+            name: [
+                {
+                    "weights": {"cost": p.weights.cost, "latency": p.weights.latency, "carbon": p.weights.carbon},
+                    "cost_per_hour": p.cost_per_hour,
+                    "latency_ms": round(p.latency_ms, 2),
+                    "carbon_kg_per_hour": round(p.carbon_kg_per_hour, 6),
+                    "placement": result_to_document(p.result, name=request.name, horizon_hours=request.horizon_hours),
+                }
+                for p in points
+            ]
+            for name, points in fronts.items()
+        }
+
         if errors:
             raise InvalidRequest("the placement request names unknown sites", errors=errors)
 

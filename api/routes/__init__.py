@@ -5,6 +5,7 @@ ROUTER_MODULES: list[str] = [
     "sites",
     "catalog",
     "placements",
+    "pareto",
     "finops",
     "dashboard",
     "admin",
