@@ -59,7 +59,7 @@ def pools(owned_nodes: int = 3) -> list[Pool]:
                         None,
                         s.provider,
                         "2026-01-01",
-                    )  # fmt: skip
+                    )
                 )
     dc = SITES[4]
     out.append(
@@ -77,7 +77,7 @@ def pools(owned_nodes: int = 3) -> list[Pool]:
             owned_nodes,
             "tco-model",
             "2026-01-01",
-        )  # fmt: skip
+        )
     )
     return out
 
