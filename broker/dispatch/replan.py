@@ -99,8 +99,11 @@ class ReplanService:
             forced.append(f"pool(s) no longer offered: {gone}")
 
         current = current_by_pool(old_assignments)
+        # a forced move is stored by the one solve; otherwise solve as a dry run and store
+        # only if the move pays for itself (then through the same code path, solved again)
+        store_now = bool(forced) and not doc.dry_run
         new, _ = self.broker.place(
-            {**request, "dry_run": True}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
+            {**request, "dry_run": not store_now}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
         )
         deps = {w["name"]: [d["workload"] for d in w.get("depends_on", [])] for w in request["workloads"]}
         plan = plan_migration(
@@ -121,10 +124,10 @@ class ReplanService:
             decision = MIGRATE
         else:
             decision = KEEP
-        new_id = None
-        if decision == MIGRATE and not doc.dry_run:
-            # solved again to store it through the one code path that stores placements
-            # (budgets, fair share, metrics); same inputs, so the same placement
+        new_id = new.get("id") if store_now else None
+        if decision == MIGRATE and not doc.dry_run and not store_now:
+            # stored through the one code path that stores placements (budgets, fair
+            # share, metrics); same inputs, so the same placement
             new, _ = self.broker.place(
                 {**request, "dry_run": False}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
             )

@@ -74,7 +74,7 @@ def _check_invariants(old: list[Slot], new: list[Slot], plan: MigrationPlan, dep
                 assert last_down[d] > last_down[w]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(old=placements, new=placements, budget=st.integers(1, 15))
 def test_plans_keep_every_invariant(old: list[Slot], new: list[Slot], budget: int) -> None:
     deps = {"api": ["db", "cache"], "cache": ["db"]}
@@ -85,7 +85,7 @@ def test_plans_keep_every_invariant(old: list[Slot], new: list[Slot], budget: in
     _check_invariants(new, old, back, deps)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(old=placements, new=placements, budget=st.integers(1, 8), data=st.data())
 def test_rollback_from_any_step_returns_to_the_old_placement(
     old: list[Slot], new: list[Slot], budget: int, data: st.DataObject
