@@ -101,15 +101,16 @@ def _feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
     for p, n in nodes.items():
         if n > mi.max_nodes[p]:
             return False
+    slots: dict[int, int] = {}  # distinct-site slots per class: sum_s min(x_cs, K_c)
+    for (c, _s), r in at_site.items():
+        slots[c] = slots.get(c, 0) + min(r, mi.classes[c].size)
     for i, cl in enumerate(mi.classes):
         if per_class.get(i, 0) != cl.replicas:
             return False
         if cl.spot_cap is not None and spot.get(i, 0) > cl.spot_cap:
             return False
-        if cl.min_sites > 1:
-            slots = sum(min(r, cl.size) for (c, _s), r in at_site.items() if c == i)
-            if slots < cl.min_sites * cl.size:
-                return False
+        if cl.min_sites > 1 and slots.get(i, 0) < cl.min_sites * cl.size:
+            return False
     return True
 
 
