@@ -87,15 +87,46 @@ class GitOpsDispatcher:
                 )
                 self._git(repo, cluster.name, "commit", "-q", "-m", message, "--", str(rel))
             revision = self._git(repo, cluster.name, "rev-parse", "HEAD").strip()
+            pushed = self._push(repo, cluster.name)
         return {
             "kind": "gitops",
             "revision": revision,
             "committed": changed,
+            "pushed": pushed,
             "files": sorted(str(rel / n) for n in files),
             "pruned": sorted(str(rel / n) for n in pruned),
             "replicas": bundle.replicas(),
             "ready_replicas": None,  # known only once Argo CD / Flux has synced
         }
+
+    def _push(self, repo: Path, cluster: str) -> bool:
+        """Push to the branch's upstream when there is one and it is behind.
+
+        Checked on every apply, not only after a commit, so a dispatch that committed
+        and then failed to push pushes when it is resumed. A rejected push (the remote
+        moved on) is rebased once onto the remote and pushed again.
+        """
+        upstream = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"],
+            capture_output=True,
+            text=True,
+            timeout=self.timeout_s,
+        )
+        if upstream.returncode != 0:
+            return False  # a local repository: Argo CD / Flux read it directly, or a hook pushes
+        if self._git(repo, cluster, "rev-list", "--count", "@{u}..HEAD").strip() == "0":
+            return False
+        try:
+            self._git(repo, cluster, "push", "-q")
+        except ApplyFailed:
+            try:
+                self._git(repo, cluster, "pull", "--rebase", "-q")
+                self._git(repo, cluster, "push", "-q")
+            except ApplyFailed as exc:
+                # committed locally; a resumed dispatch pushes it
+                reason = exc.detail.split(": ", 1)[-1]
+                raise ApplyFailed(cluster, f"committed but not pushed: {reason}", retryable=True) from exc
+        return True
 
     @staticmethod
     def _desired_files(bundle: ClusterBundle) -> dict[str, str]:

@@ -8,8 +8,11 @@ import pytest
 from sqlalchemy import func, select
 
 from broker.db.dispatch_models import DispatchRow, OutboxRow
+from broker.dispatch.base import ApplyFailed
+from broker.dispatch.clusters import Cluster
 from broker.dispatch.documents import DispatchIn, ReplanIn
-from broker.dispatch.manifests import PREFIX
+from broker.dispatch.gitops import GitOpsDispatcher
+from broker.dispatch.manifests import PREFIX, ClusterBundle, Target, build_bundles
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
 from broker.dispatch.schema import problems
@@ -119,3 +122,49 @@ def test_bad_input_leaves_no_records_and_no_commit(broker: Broker, tmp_path: Pat
     assert _rows(broker) == (0, 0)
     assert git(repo, "rev-list", "--all") == ""
     assert broker.get_placement(placement["id"]) == placement | {"id": placement["id"]}
+
+
+def _bundle(replicas: int) -> ClusterBundle:
+    placement = {
+        "id": "pl_PUSH",
+        "name": "push test",
+        "assignments": [
+            {
+                "workload": "api",
+                "pool": "aws:eu-central-1/m6i.large/ondemand",
+                "site": "aws:eu-central-1",
+                "replicas": replicas,
+            }
+        ],
+    }
+    request = {"workloads": [{"name": "api", "cpu": 1, "memory_gib": 2}]}
+    (b,) = build_bundles(placement, request, {"aws:eu-central-1": [Target("fra", "aws:eu-central-1", "shop")]})
+    return b
+
+
+def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(remote), str(work))
+    (work / "README").write_text("fleet\n")
+    git(work, "add", "README")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    git(work, "push", "-q", "-u", "origin", "HEAD")
+    cluster = Cluster("fra", "aws:eu-central-1", "gitops", "shop", gitops_dir=str(work))
+    gitops = GitOpsDispatcher(timeout_s=20)
+
+    first = gitops.apply(cluster, _bundle(3))
+    assert first["committed"] and first["pushed"]
+    assert git(remote, "rev-parse", "HEAD") == git(work, "rev-parse", "HEAD")
+    assert "pl_PUSH" in git(remote, "log", "-1", "--format=%B")
+
+    remote.rename(tmp_path / "away.git")  # the remote is unreachable
+    with pytest.raises(ApplyFailed) as exc:
+        gitops.apply(cluster, _bundle(5))
+    assert exc.value.cluster == "fra" and exc.value.retryable
+    (tmp_path / "away.git").rename(remote)
+    resumed = gitops.apply(cluster, _bundle(5))  # nothing new to commit, but the push is owed
+    assert not resumed["committed"] and resumed["pushed"]
+    shown = git(remote, "show", "HEAD:clusters/fra/shop/api.yaml")
+    assert "replicas: 5" in shown
