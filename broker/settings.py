@@ -23,6 +23,11 @@ class Settings(BaseSettings):
     max_workloads_sync: int = 5000
     max_body_bytes: int = 5_000_000
     price_stale_after_days: float = 30.0
+    # live price feeds (docs/pricing.md): credentials come from each SDK's own chain
+    azure_subscription_id: str = ""  # set: VM specs from resource SKUs (azure-identity credentials)
+    gcp_project: str = ""  # set: machine types from the Compute API (application default credentials)
+    pricing_timeout_s: float = 30.0
+    pricing_attempts: int = 4
     # where the built in-memory catalog is cached between runs; "off" disables
     catalog_cache_dir: str = ""
     # production service (docs/operations.md)

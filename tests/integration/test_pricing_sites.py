@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from broker.cli import app as cli
+from broker.services import Broker
+from broker.settings import Settings
 
 SITES = Path(__file__).resolve().parents[1] / "fixtures" / "sites" / "fra-dc1.yaml"
 
@@ -22,26 +28,35 @@ def _workload(**kw):
     return {**base, **kw}
 
 
-def test_cli_import_then_place_on_the_only_site_the_residency_allows(db_url, monkeypatch, tmp_path):
-    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
-    runner = CliRunner()
-    imported = runner.invoke(cli, ["sites", "import", str(SITES)])
-    assert imported.exit_code == 0, imported.output
-    assert "private:lux-dc2/r650-small/reserved" in imported.output
+@pytest.fixture(scope="module")
+def imported(template_db, tmp_path_factory) -> Iterator[tuple[str, str, TestClient]]:
+    """One database with the sites imported through the CLI, shared by the placement tests:
+    every import bumps the catalog version, and rebuilding the in-memory catalog costs seconds."""
+    path = tmp_path_factory.mktemp("sites") / "broker.db"
+    shutil.copy(template_db, path)
+    url = f"sqlite:///{path}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BROKER_DATABASE_URL", url)
+        result = CliRunner().invoke(cli, ["sites", "import", str(SITES)])
+    from api.app import create_app
 
+    with TestClient(create_app(broker=Broker.open(Settings(database_url=url), prepare=False))) as client:
+        yield url, result.output if result.exit_code == 0 else f"exit {result.exit_code}: {result.output}", client
+
+
+def test_cli_import_then_place_on_the_only_site_the_residency_allows(imported, monkeypatch, tmp_path):
+    url, output, _client = imported
+    assert "private:lux-dc2/r650-small/reserved" in output, output
+    monkeypatch.setenv("BROKER_DATABASE_URL", url)
     request = tmp_path / "lu.yaml"
     request.write_text(
         yaml.safe_dump(
-            {
-                "name": "lu-only",
-                "dry_run": True,
-                "workloads": [_workload(residency={"allowed_countries": ["LU"]})],
-            }
+            {"name": "lu-only", "dry_run": True, "workloads": [_workload(residency={"allowed_countries": ["LU"]})]}
         )
     )
-    placed = runner.invoke(cli, ["place", "-f", str(request), "--format", "json"])
+    placed = CliRunner().invoke(cli, ["place", "-f", str(request), "--format", "json"])
     assert placed.exit_code == 0, placed.output
-    doc = __import__("json").loads(placed.stdout)
+    doc = json.loads(placed.stdout)
     assert {a["site"] for a in doc["assignments"]} == {"private:lux-dc2"}
     (node,) = doc["nodes"]
     assert node["pool"] == "private:lux-dc2/r650-small/reserved"
@@ -49,10 +64,8 @@ def test_cli_import_then_place_on_the_only_site_the_residency_allows(db_url, mon
     assert node["cost_per_hour"] == pytest.approx(tco(9000, 36, 0.3, 1.5, 0.18, 60), abs=1e-4)
 
 
-def test_api_private_site_priced_by_tco_wins_a_germany_only_request(client):
-    doc = yaml.safe_load(SITES.read_text())
-    r = client.post("/v1/sites", json=doc)
-    assert r.status_code == 201, r.text
+def test_tco_priced_private_site_wins_a_germany_only_request(imported):
+    _url, _output, client = imported
     pool = client.get("/v1/pools/private:fra-dc1/r740-std/reserved").json()
     assert pool["max_nodes"] == 40
     assert pool["price_source"] == "tco-model"
@@ -74,8 +87,8 @@ def test_api_private_site_priced_by_tco_wins_a_germany_only_request(client):
     assert {a["pool"] for a in placed.json()["assignments"]} == {"private:fra-dc1/r740-std/reserved"}
 
 
-def test_max_nodes_bounds_the_private_pool(client):
-    client.post("/v1/sites", json=yaml.safe_load(SITES.read_text()))
+def test_max_nodes_bounds_the_private_pool(imported):
+    _url, _output, client = imported
     # lux-dc2 has 3 nodes of 16 vCPU = 48: 4 replicas of 13 vCPU cannot fit there and LU has no cloud
     body = {
         "name": "too-big",
@@ -87,14 +100,21 @@ def test_max_nodes_bounds_the_private_pool(client):
     assert r.json()["conflicts"]
 
 
-def test_reimport_replaces_node_types(client):
+def _current(client: TestClient, pool: str) -> dict | None:
+    return client.get(f"/v1/pools/{pool}/history").json().get("current")  # from the store, no catalog rebuild
+
+
+def test_api_post_sites_and_reimport_replaces_node_types(client):
     doc = yaml.safe_load(SITES.read_text())
-    client.post("/v1/sites", json=doc)
+    r = client.post("/v1/sites", json=doc)
+    assert r.status_code == 201, r.text
+    assert r.json()["pools"] == 3
     lux = next(s for s in doc["sites"] if s["id"] == "private:lux-dc2")
     lux["node_types"][0]["name"] = "r660-new"
     assert client.post("/v1/sites", json={"sites": [lux]}).status_code == 201
-    assert client.get("/v1/pools/private:lux-dc2/r650-small/reserved").status_code == 404
-    assert client.get("/v1/pools/private:lux-dc2/r660-new/reserved").json()["max_nodes"] == 3
+    gone = client.get("/v1/pools/private:lux-dc2/r650-small/reserved/history").json()
+    assert gone["current"] is None and gone["history"]  # the pool is gone, its price history stays
+    assert _current(client, "private:lux-dc2/r660-new/reserved")["price_source"] == "tco-model"
 
 
 GOOD_SITE = (
@@ -145,11 +165,13 @@ def test_invalid_file_exits_2_names_file_field_reason_and_changes_nothing(
     assert str(bad) in flat
     assert field in flat
     assert "".join(reason.split()) in flat
-    from broker.services import Broker
-    from broker.settings import Settings
+    from sqlalchemy import select
 
-    sites = Broker.open(Settings(database_url=db_url), prepare=False).catalog().sites
-    assert not [s for s in sites if s.startswith("private:")]
+    from broker.db.models import SiteRow
+    from broker.db.session import make_engine, session_factory
+
+    with session_factory(make_engine(db_url))() as s:
+        assert not list(s.scalars(select(SiteRow.id).where(SiteRow.provider.in_(["private", "edge"]))))
 
 
 def test_api_rejects_invalid_document_with_field(client):

@@ -3,71 +3,14 @@ code path (SDK or httpx, retries, paging, endpoint override) runs without the in
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from collections.abc import Iterator
 
 import pytest
 
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def form(self) -> dict[str, list[str]]:  # EC2 query-protocol requests are form-encoded
-        return parse_qs(self.body.decode())
-
-    def json(self) -> Any:
-        return json.loads(self.body or b"{}")
-
-
-Reply = tuple[int, str, bytes]
-
-
-@dataclass
-class FeedServer:
-    url: str
-    route: Callable[[Seen], Reply] = lambda seen: (404, "text/plain", b"no route")
-    seen: list[Seen] = field(default_factory=list)
+from tests.unit.providers.recorded import FeedServer, running_feed_server
 
 
 @pytest.fixture()
 def feed_server() -> Iterator[FeedServer]:
-    state = FeedServer(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            parts = urlsplit(self.path)
-            n = int(self.headers.get("Content-Length") or 0)
-            seen = Seen(self.command, parts.path, parse_qs(parts.query), dict(self.headers), self.rfile.read(n))
-            state.seen.append(seen)
-            status, ctype, body = state.route(seen)
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
+    with running_feed_server() as server:
+        yield server

@@ -1,0 +1,209 @@
+"""Price refresh end to end: CLI and API job against a local server serving recorded Azure
+Retail Prices pages (no credentials needed), price history, discounts, staleness."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from typer.testing import CliRunner
+
+from broker.catalog import current_version
+from broker.cli import app as cli
+from broker.db.models import PoolRow
+from broker.db.pricing_models import PriceHistoryRow, SiteStoragePriceRow
+from broker.db.session import make_engine, session_factory
+from tests.unit.providers.recorded import FeedServer, fixture_bytes, running_feed_server
+
+SPOT = "azure:westeurope/Standard_D4s_v5/spot"
+RESERVED = "azure:westeurope/Standard_D4s_v5/reserved"
+
+
+def _azure_route(server: FeedServer):
+    def route(seen):
+        flt = seen.query.get("$filter", [""])[0]
+        if "$skip" in str(seen.query):
+            return 200, "application/json", fixture_bytes("azure/retail_vms_page2.json", server.url)
+        if "serviceName eq 'Storage'" in flt:
+            return 200, "application/json", fixture_bytes("azure/retail_disks.json", server.url)
+        return 200, "application/json", fixture_bytes("azure/retail_vms_page1.json", server.url)
+
+    return route
+
+
+@pytest.fixture()
+def azure_feed() -> Iterator[FeedServer]:
+    with running_feed_server() as server:
+        server.route = _azure_route(server)
+        yield server
+
+
+@pytest.fixture()
+def broken_feed() -> Iterator[FeedServer]:
+    with running_feed_server() as server:
+        server.route = lambda seen: (500, "application/json", b'{"error": "internal"}')
+        yield server
+
+
+def _pool(db_url: str, pool_id: str) -> tuple[float, str, str]:
+    """Straight from the database: rebuilding the in-memory catalog after each refresh costs seconds."""
+    with _sessions(db_url)() as s:
+        p = s.get(PoolRow, pool_id)
+        return p.price_per_hour, p.price_source, p.price_as_of
+
+
+def _sessions(db_url: str):
+    return session_factory(make_engine(db_url))
+
+
+def _version(db_url: str) -> str:
+    with _sessions(db_url)() as s:
+        return current_version(s)
+
+
+def test_cli_refresh_updates_prices_adds_reserved_records_history(db_url, monkeypatch, azure_feed):
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    before = _pool(db_url, SPOT)
+    r = CliRunner().invoke(
+        cli, ["pricing", "refresh", "--provider", "azure", "--region", "westeurope", "--endpoint", azure_feed.url]
+    )
+    assert r.exit_code == 0, r.output
+    price, _source, as_of = _pool(db_url, SPOT)
+    assert price == pytest.approx(0.0461) and price != before[0]
+    assert as_of > before[2]
+    # a first reserved offer of a known type becomes a pool with the catalog's specs
+    assert _pool(db_url, RESERVED)[0] == pytest.approx(1187.0 / 8760, abs=1e-6)
+    with _sessions(db_url)() as s:
+        tiers = {r.tier: r.usd_per_gb_month for r in s.query(SiteStoragePriceRow).filter_by(site="azure:westeurope")}
+        assert tiers["premium"] == pytest.approx(21.68 / (128 * 1.073741824))
+        (h,) = s.query(PriceHistoryRow).filter_by(pool_id=SPOT).all()
+        assert (h.price_per_hour, h.source, h.effective_at) == (pytest.approx(0.0461), "azure", "2026-11-01T00:00:00Z")
+
+
+def test_cli_refresh_failure_exits_nonzero_and_keeps_old_prices(db_url, monkeypatch, broken_feed):
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    monkeypatch.setenv("BROKER_PRICING_ATTEMPTS", "2")
+    version = _version(db_url)
+    before = _pool(db_url, SPOT)
+    r = CliRunner().invoke(
+        cli, ["pricing", "refresh", "--provider", "azure", "--region", "westeurope", "--endpoint", broken_feed.url]
+    )
+    assert r.exit_code == 1, r.output
+    assert "failed, old prices kept" in r.output
+    assert _pool(db_url, SPOT) == before
+    assert _version(db_url) == version
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--provider", "azure", "--region", "atlantis"], "atlantis"),
+        (["--provider", "ibm"], "unknown provider"),
+        (["--provider", "all", "--region", "westeurope"], "one --provider"),
+    ],
+)
+def test_cli_refresh_rejects_bad_arguments(db_url, monkeypatch, args, needle):
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    r = CliRunner().invoke(cli, ["pricing", "refresh", *args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+
+
+def _price(client, pool_id: str) -> float:
+    return client.get(f"/v1/pools/{pool_id}/history").json()["current"]["price_per_hour"]
+
+
+def test_history_route_is_not_swallowed_by_the_pool_route(shared_client):
+    pool = "aws:eu-central-1/m6i.xlarge/ondemand"
+    hist = shared_client.get(f"/v1/pools/{pool}/history")
+    assert hist.status_code == 200 and hist.json()["pool"] == pool
+    assert shared_client.get(f"/v1/pools/{pool}").json()["id"] == pool
+
+
+def _wait(client, location: str) -> dict:
+    for _ in range(200):
+        job = client.get(location).json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job did not finish: {job}")
+
+
+def test_api_refresh_job_then_history_and_status(client, azure_feed):
+    r = client.post(
+        "/v1/pricing/refresh", json={"provider": "azure", "regions": ["westeurope"], "endpoint": azure_feed.url}
+    )
+    assert r.status_code == 202, r.text
+    assert r.json()["status"] == "queued"
+    job = _wait(client, r.headers["Location"])
+    assert job["status"] == "succeeded", job
+    (outcome,) = job["result"]["providers"]
+    assert outcome["provider"] == "azure" and outcome["ok"] and outcome["updated"] >= 1
+
+    history = client.get(f"/v1/pools/{SPOT}/history").json()
+    assert history["current"]["price_per_hour"] == pytest.approx(0.0461)
+    assert history["history"][0]["effective_at"] == "2026-11-01T00:00:00Z"
+    assert history["history"][0]["source"] == "azure"
+
+    status = client.get("/v1/pricing/status").json()
+    assert "azure" not in status["stale"]  # refreshed just now
+    assert "aws" in status["stale"]  # the bundled snapshot is months old
+
+
+def test_api_refresh_job_failure_reports_and_keeps_prices(client, broker, broken_feed, monkeypatch):
+    monkeypatch.setattr(broker.settings, "pricing_attempts", 2)
+    before = _price(client, SPOT)
+    r = client.post(
+        "/v1/pricing/refresh", json={"provider": "azure", "regions": ["westeurope"], "endpoint": broken_feed.url}
+    )
+    job = _wait(client, r.headers["Location"])
+    assert job["status"] == "failed"
+    assert "azure" in job["error"]
+    assert _price(client, SPOT) == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"provider": "ibm"}, {"provider": "azure", "regions": ["atlantis"]}, {"provider": "azure", "endpoint": "ftp://x"}],
+)
+def test_api_refresh_rejects_bad_input_at_once(client, body):
+    r = client.post("/v1/pricing/refresh", json=body)
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_history_of_unknown_pool_is_404(shared_client):
+    r = shared_client.get("/v1/pools/aws:nowhere-1/x.large/ondemand/history")
+    assert r.status_code == 404
+
+
+def test_discount_rule_reprices_matching_pools_only(client):
+    d4 = "azure:westeurope/Standard_D4s_v5/ondemand"
+    d4ps = "azure:westeurope/Standard_D4ps_v5/ondemand"
+    spot = _price(client, SPOT)
+    list_price = _price(client, d4)
+    other = _price(client, d4ps)
+    r = client.post(
+        "/v1/pricing/discounts",
+        json={
+            "provider": "azure",
+            "discount_pct": 20,
+            "family": "Standard_D4s_*",
+            "region": "west*",
+            "capacity_types": ["ondemand"],
+        },
+    )
+    assert r.status_code == 201, r.text
+    assert _price(client, d4) == pytest.approx(list_price * 0.8, abs=1e-6)
+    assert _price(client, d4ps) == other
+    assert _price(client, SPOT) == spot
+    # a second, larger rule does not stack: the best one applies to the list price
+    client.post(
+        "/v1/pricing/discounts",
+        json={"provider": "azure", "discount_pct": 25, "family": "Standard_D4*", "region": "westeurope"},
+    )
+    assert _price(client, d4) == pytest.approx(list_price * 0.75, abs=1e-6)
+    hist = client.get(f"/v1/pools/{d4}/history").json()["history"]
+    assert hist[0]["list_price_per_hour"] == pytest.approx(list_price)
+    assert [d["discount_pct"] for d in client.get("/v1/pricing/discounts").json()] == [20, 25]
