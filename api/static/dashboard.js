@@ -188,6 +188,7 @@
   function forecast(f) {
     const empty = $("#forecast-empty");
     const canvas = document.getElementById("ch-forecast");
+    $("#forecast").classList.toggle("is-empty", !f.available);
     if (!f.available) {
       if (charts["ch-forecast"]) { charts["ch-forecast"].destroy(); delete charts["ch-forecast"]; }
       canvas.hidden = true;

@@ -14,7 +14,7 @@ from typing import Any
 from broker.errors import InvalidRequest
 from broker.finops import store
 from broker.finops.focus import focus_rows
-from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize
+from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize, summarize_by
 from broker.services import Broker
 
 DEFAULT_WINDOW = timedelta(days=30)
@@ -81,10 +81,7 @@ class FinOps:
         lo, hi = window(start, end)
         entries, items = self._load(tenant, lo, hi)
         step = timedelta(days=1) if hi - lo <= timedelta(days=120) else timedelta(days=7)
-        by: dict[str, list[dict[str, Any]]] = {}
-        totals: dict[str, Any] = {}
-        for g in ("provider", "site", "tenant", "team"):
-            totals, by[g] = summarize(entries, items, group_by=g, start=lo, end=hi)
+        totals, by = summarize_by(entries, items, group_bys=("provider", "site", "tenant", "team"), start=lo, end=hi)
         cat = self.broker.catalog()
         for row in by["site"]:
             site = cat.sites.get(row["key"])

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, or_, select, tuple_, update
+from sqlalchemy import and_, exists, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.finops_models import LedgerEntryRow, LedgerItemRow
-from broker.db.models import PlacementRow, PoolRow
+from broker.db.models import Base, PlacementRow, PoolRow
 from broker.db.session import transaction
 from broker.finops.ledger import (
     LedgerEntry,
@@ -72,9 +72,14 @@ def sync(factory: sessionmaker[Session]) -> int:
         items += items_from_placement(entry, m.result, m.request or {}, lambda p: prices.get(ondemand_counterpart(p)))
     try:
         with transaction(factory) as s:
-            s.add_all(_entry_row(e) for e in entries)
-            s.flush()
-            s.add_all(_item_row(i) for i in items)
+            for i in range(0, len(entries), _CHUNK):
+                s.connection().execute(
+                    insert(Base.metadata.tables["finops_ledger"]), [_entry_row(e) for e in entries[i : i + _CHUNK]]
+                )
+            for i in range(0, len(items), _CHUNK):
+                s.connection().execute(
+                    insert(Base.metadata.tables["finops_ledger_items"]), [_item_row(it) for it in items[i : i + _CHUNK]]
+                )
             _mark_superseded(s, {(e.tenant, e.name) for e in entries})
     except IntegrityError:
         return 0  # a concurrent reader recorded the same placements first
@@ -90,6 +95,7 @@ def _mark_superseded(s: Session, groups: set[tuple[str, str]]) -> None:
                 LedgerEntryRow.tenant,
                 LedgerEntryRow.name,
                 LedgerEntryRow.created_at,
+                LedgerEntryRow.superseded_at,
             )
             .where(tuple_(LedgerEntryRow.tenant, LedgerEntryRow.name).in_(keys[i : i + _CHUNK]))
             .order_by(
@@ -99,46 +105,39 @@ def _mark_superseded(s: Session, groups: set[tuple[str, str]]) -> None:
                 LedgerEntryRow.placement_id,
             )
         ).all()
+        changes = []
         for cur, nxt in zip(rows, [*rows[1:], None], strict=True):
             same = nxt is not None and (nxt.tenant, nxt.name) == (cur.tenant, cur.name)
-            s.execute(
-                update(LedgerEntryRow)
-                .where(LedgerEntryRow.placement_id == cur.placement_id)
-                .values(superseded_at=nxt.created_at if same and nxt is not None else None)
-            )
+            when = nxt.created_at if same and nxt is not None else None
+            if when != cur.superseded_at:
+                changes.append({"placement_id": cur.placement_id, "superseded_at": when})
+        if changes:
+            s.execute(update(LedgerEntryRow), changes)  # bulk UPDATE by primary key
 
 
-def _entry_row(e: LedgerEntry) -> LedgerEntryRow:
-    return LedgerEntryRow(
-        placement_id=e.placement_id,
-        tenant=e.tenant,
-        name=e.name,
-        created_at=e.created_at,
-        superseded_at=None,
-        cost_per_hour=e.cost_per_hour,
-        baseline_cost_per_hour=e.baseline_cost_per_hour,
-        has_baseline=e.has_baseline,
-        savings_per_hour=e.savings_per_hour,
-        savings_per_month=e.savings_per_month,
-    )
+def _entry_row(e: LedgerEntry) -> dict[str, Any]:
+    return {
+        "placement_id": e.placement_id,
+        "tenant": e.tenant,
+        "name": e.name,
+        "created_at": e.created_at,
+        "superseded_at": None,
+        "cost_per_hour": e.cost_per_hour,
+        "baseline_cost_per_hour": e.baseline_cost_per_hour,
+        "has_baseline": e.has_baseline,
+        "savings_per_hour": e.savings_per_hour,
+        "savings_per_month": e.savings_per_month,
+    }
 
 
-def _item_row(i: LedgerItem) -> LedgerItemRow:
-    return LedgerItemRow(
-        placement_id=i.placement_id,
-        line=i.line,
-        kind=i.kind,
-        workload=i.workload,
-        team=i.team,
-        provider=i.provider,
-        site=i.site,
-        pool=i.pool,
-        quantity=i.quantity,
-        unit_price_per_hour=i.unit_price_per_hour,
-        list_unit_price_per_hour=i.list_unit_price_per_hour,
-        cost_per_hour=i.cost_per_hour,
-        baseline_cost_per_hour=i.baseline_cost_per_hour,
-    )
+_ITEM_FIELDS = (
+    "placement_id", "line", "kind", "workload", "team", "provider", "site", "pool", "quantity",
+    "unit_price_per_hour", "list_unit_price_per_hour", "cost_per_hour", "baseline_cost_per_hour",
+)  # fmt: skip
+
+
+def _item_row(i: LedgerItem) -> dict[str, Any]:
+    return {f: getattr(i, f) for f in _ITEM_FIELDS}
 
 
 def _window(tenant: str | None, start: datetime, end: datetime) -> Any:
@@ -165,31 +164,27 @@ def load(
                 baseline_cost_per_hour=r.baseline_cost_per_hour,
                 has_baseline=r.has_baseline,
             )
-            for r in s.scalars(select(LedgerEntryRow).where(_window(tenant, start, end)))
+            for r in s.execute(
+                select(
+                    LedgerEntryRow.placement_id,
+                    LedgerEntryRow.tenant,
+                    LedgerEntryRow.name,
+                    LedgerEntryRow.created_at,
+                    LedgerEntryRow.superseded_at,
+                    LedgerEntryRow.cost_per_hour,
+                    LedgerEntryRow.baseline_cost_per_hour,
+                    LedgerEntryRow.has_baseline,
+                ).where(_window(tenant, start, end))
+            )
         ]
+        # plain tuples, not ORM objects: tens of thousands of items load in milliseconds
+        columns = [getattr(LedgerItemRow, f) for f in _ITEM_FIELDS]
         rows = s.execute(
-            select(LedgerItemRow)
+            select(*columns)
             .join(LedgerEntryRow, LedgerEntryRow.placement_id == LedgerItemRow.placement_id)
             .where(_window(tenant, start, end))
-        ).scalars()
-        items = [
-            LedgerItem(
-                placement_id=r.placement_id,
-                line=r.line,
-                kind=r.kind,
-                workload=r.workload,
-                team=r.team,
-                provider=r.provider,
-                site=r.site,
-                pool=r.pool,
-                quantity=r.quantity,
-                unit_price_per_hour=r.unit_price_per_hour,
-                list_unit_price_per_hour=r.list_unit_price_per_hour,
-                cost_per_hour=r.cost_per_hour,
-                baseline_cost_per_hour=r.baseline_cost_per_hour,
-            )
-            for r in rows
-        ]
+        )
+        items = [LedgerItem(*r) for r in rows]
     return entries, items
 
 
