@@ -12,9 +12,10 @@ import numpy as np
 from broker.domain import Assignment, Explanation, Workload
 from broker.pooltable import BoolArray, FloatArray, PoolTable
 from broker.solver.baseline import Placement
-from broker.solver.classes import WorkloadData
+from broker.solver.classes import SPOT, WorkloadData
 from broker.solver.filters import NamedMask, combine
 from broker.solver.problem import PlacementProblem
+from broker.solver.risk import interruption_risk_month, risk_adjusted
 
 # constraints whose relaxation says something a user can act on
 _ACTIONABLE = {"residency", "latency", "capacity_type", "provider", "arch", "gpu_model"}
@@ -93,7 +94,7 @@ def explain_assignments(
                         binding=tuple(row_binding),
                         next_best=next_best,
                         next_best_extra_per_hour=extra,
-                        cost_breakdown={"compute": round(compute, 6), "storage": round(storage, 6)},
+                        cost_breakdown=_breakdown(t, p, compute, storage),
                     ),
                 )
             )
@@ -128,3 +129,12 @@ def _homes(
         if len(other):
             best2 = int(other[np.argmin(frac[other])])
     return frac, (best1, best2), binding
+
+
+def _breakdown(t: PoolTable, p: int, compute: float, storage: float) -> dict[str, float]:
+    out = {"compute": round(compute, 6), "storage": round(storage, 6)}
+    if int(t.cap_idx[p]) == SPOT:
+        risk = interruption_risk_month(str(t.site_provider[int(t.site_idx[p])]), float(t.vcpus[p]))
+        out["spot_interruption_risk_month"] = round(risk, 4)
+        out["risk_adjusted_compute"] = round(risk_adjusted(compute, risk), 6)
+    return out

@@ -114,3 +114,16 @@ def test_complementary_workloads_share_nodes_below_the_per_workload_cost() -> No
     alone = sum(best_split(p, w) for w in ws)
     assert res.cost_per_hour < alone  # packing both on shared nodes beats placing each alone
     assert res.baseline.cost_per_hour is not None and res.cost_per_hour <= res.baseline.cost_per_hour
+
+
+def test_spot_assignments_show_interruption_risk_and_risk_adjusted_cost() -> None:
+    w = Workload("batch", 4, 2, 4, capacity_types=SPOT_OK)
+    res = solve(problem([w]), time_limit_s=10)
+    spot = [a for a in res.assignments if a.pool.endswith("/spot")]
+    assert spot
+    for a in spot:
+        b = a.explanation.cost_breakdown
+        assert 0 < b["spot_interruption_risk_month"] <= 0.5
+        assert b["risk_adjusted_compute"] == pytest.approx(
+            b["compute"] * (1 + b["spot_interruption_risk_month"]), abs=1e-5
+        )
