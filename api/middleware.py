@@ -147,8 +147,11 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-async def metrics(_: Request) -> Response:
+async def metrics(request: Request) -> Response:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+    # read on scrape (a plain set, so it also works in prometheus-client multiprocess mode)
+    _queue_depth().set(await to_thread.run_sync(_depth, request.app))
 
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -161,8 +164,6 @@ async def metrics(_: Request) -> Response:
 
 def install(app: FastAPI) -> None:
     """Wire the production service into an app built by create_app (one call there)."""
-    from prometheus_client import Gauge
-
     from api.auth import AuthMiddleware
     from api.middleware_idempotency import IdempotencyMiddleware
     from broker.auth_service import KeyStore
@@ -174,7 +175,6 @@ def install(app: FastAPI) -> None:
     configure_logging(settings.log_format)
     app.state.keys = KeyStore(broker.sessions)
     app.state.jobs = make_queue(broker)
-    _queue_depth(Gauge).set_function(lambda: _depth(app))
     app.add_route("/metrics", metrics, include_in_schema=False)
     # added innermost first: Service -> Auth -> Idempotency -> routes
     app.add_middleware(IdempotencyMiddleware, sessions=broker.sessions, ttl_hours=settings.idempotency_ttl_hours)
@@ -198,14 +198,16 @@ def install(app: FastAPI) -> None:
 _GAUGE: Any = None
 
 
-def _queue_depth(gauge_cls: Any) -> Any:
+def _queue_depth() -> Any:
     global _GAUGE
     if _GAUGE is None:
-        _GAUGE = gauge_cls("broker_job_queue_depth", "Jobs waiting to run", multiprocess_mode="max")
+        from prometheus_client import Gauge
+
+        _GAUGE = Gauge("broker_job_queue_depth", "Jobs waiting to run", multiprocess_mode="max")
     return _GAUGE
 
 
-def _depth(app: FastAPI) -> float:
+def _depth(app: Any) -> float:
     try:
         return float(app.state.jobs.depth())
     except Exception:  # a scrape must not fail because the queue is unreachable

@@ -88,6 +88,12 @@ def register(app: typer.Typer) -> None:
         print(json.dumps(Budgets(_broker().sessions).report(tenant=tenant), indent=2))
 
     @app.command()
+    def migrate() -> None:
+        """Migrate the database to the newest schema and load the catalog if it is empty."""
+        cat = _broker().catalog()
+        err.print(f"database ready: catalog {cat.version[:8]}, {cat.table.n_pools} pools")
+
+    @app.command()
     def worker(
         burst: Annotated[bool, typer.Option(help="stop when no job is left")] = False,
     ) -> None:
