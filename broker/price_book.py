@@ -189,4 +189,26 @@ def _reprice(s: Session, rule: DiscountRuleRow) -> int:
     return len(updates)
 
 
-__all__ = ["PROVIDERS", "add_discount", "list_discounts", "pool_history", "price_dates", "stale_sources"]
+def price_snapshot(
+    catalog_version: str, pools: Mapping[str, tuple[float, str, str]], *, stale_after_days: float
+) -> dict[str, Any]:
+    """What a placement records about the prices it used: the catalog version, each used pool's
+    price, source and date, and which of those are older than `stale_after_days`."""
+    as_of = {pid: d for pid, (_p, _s, d) in pools.items()}
+    return {
+        "catalog_version": catalog_version,
+        "pools": {pid: {"price_per_hour": p, "price_source": s, "price_as_of": d} for pid, (p, s, d) in pools.items()},
+        "stale_after_days": stale_after_days,
+        "stale_pools": sorted(stale_sources(as_of, max_age_days=stale_after_days)),
+    }
+
+
+__all__ = [
+    "PROVIDERS",
+    "add_discount",
+    "list_discounts",
+    "pool_history",
+    "price_dates",
+    "price_snapshot",
+    "stale_sources",
+]

@@ -122,6 +122,7 @@ class Broker:
         out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
+        out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
         cost = float(out["cost_per_hour"])
         if request.dry_run:
             with self.sessions() as s:
@@ -153,6 +154,17 @@ class Broker:
             )
         observe_placement(out, stored=True)
         return out, True
+
+    def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> dict[str, Any]:
+        from broker.price_book import price_snapshot
+
+        t = cat.table
+        used = {pid: t.pools[t.pool_index[pid]] for pid in pool_ids if pid in t.pool_index}
+        return price_snapshot(
+            cat.version,
+            {pid: (p.price_per_hour, p.price_source, p.price_as_of) for pid, p in used.items()},
+            stale_after_days=self.settings.price_stale_after_days,
+        )
 
     def _check_references(self, req: PlacementRequestIn, cat: Catalog) -> None:
         errors = []

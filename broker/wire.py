@@ -217,6 +217,8 @@ class PlacementOut(BaseModel):
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
+    # catalog version and each used pool's price, source and date; stale_pools older than the limit
+    price_snapshot: dict[str, Any] | None = None
     budget: list[dict[str, Any]] | None = None  # the tenant's budgets this placement counts against
 
 

@@ -85,6 +85,14 @@ def test_tco_priced_private_site_wins_a_germany_only_request(imported):
     placed = client.post("/v1/placements", json=body)
     assert placed.status_code == 200, placed.text
     assert {a["pool"] for a in placed.json()["assignments"]} == {"private:fra-dc1/r740-std/reserved"}
+    snap = placed.json()["price_snapshot"]  # what the answer was priced with
+    assert snap["pools"]["private:fra-dc1/r740-std/reserved"]["price_source"] == "tco-model"
+    assert snap["stale_pools"] == []  # imported just now
+
+    # a public-cloud answer is priced from the bundled snapshot, months old: flagged stale
+    body["workloads"] = [_workload(residency={"allowed_countries": ["DE"]}, providers=["aws"])]
+    snap = client.post("/v1/placements", json=body).json()["price_snapshot"]
+    assert snap["stale_pools"] and all(p.startswith("aws:") for p in snap["stale_pools"])
 
 
 def test_max_nodes_bounds_the_private_pool(imported):
