@@ -1,0 +1,87 @@
+"""Replan decisions: a move is made when it pays for its migration cost, kept otherwise."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from broker.db.models import PlacementRow
+from broker.db.session import transaction
+from broker.dispatch.documents import ReplanIn
+from broker.dispatch.replan import ReplanService
+from broker.services import Broker
+from tests.integration.dispatch_support import replicas_by_workload, store_checkout
+
+# a valid but dear home for orders-db (2 x 4 vCPU / 16 GiB): one m6i.4xlarge per replica
+DEAR_POOL, DEAR_SITE, DEAR_PRICE = "aws:eu-central-1/m6i.4xlarge/ondemand", "aws:eu-central-1", 0.92
+
+
+def _store_dear_variant(broker: Broker, placement: dict[str, Any]) -> str:
+    """The same request stored with orders-db on dearer nodes, as if prices had moved since."""
+    result = copy.deepcopy(placement)
+    db = [a for a in result["assignments"] if a["workload"] == "orders-db"]
+    result["assignments"] = [a for a in result["assignments"] if a["workload"] != "orders-db"] + [
+        {**db[0], "pool": DEAR_POOL, "site": DEAR_SITE, "replicas": sum(a["replicas"] for a in db)}
+    ]
+    db_pools = {a["pool"] for a in db}
+    result["nodes"] = [n for n in result["nodes"] if n["pool"] not in db_pools] + [
+        {"pool": DEAR_POOL, "count": 2, "cost_per_hour": 2 * DEAR_PRICE}
+    ]
+    pid = "pl_DEAR" + placement["id"][7:]
+    with broker.sessions() as s:
+        original = s.get(PlacementRow, placement["id"])
+        assert original is not None
+        request = dict(original.request)
+    with transaction(broker.sessions) as s:
+        s.add(
+            PlacementRow(
+                id=pid,
+                name=placement["name"],
+                tenant="default",
+                created_at=datetime.now(UTC),
+                status="optimal",
+                cost_per_hour=placement["cost_per_hour"] + 1.0,
+                baseline_cost_per_hour=None,
+                savings_pct=None,
+                request=request,
+                result={**result, "id": pid},
+            )
+        )
+    return pid
+
+
+@pytest.mark.parametrize(("cost_per_replica", "decision"), [(0.05, "migrate"), (1_000_000.0, "keep")])
+def test_move_only_when_savings_over_the_horizon_pay_for_it(
+    broker: Broker, cost_per_replica: float, decision: str
+) -> None:
+    placement = store_checkout(broker)
+    dear = _store_dear_variant(broker, placement)
+    svc = ReplanService(broker)
+    out = svc.replan(dear, ReplanIn(reason="prices", migration_cost_per_replica=cost_per_replica))
+    assert out["forced_by"] == [] and out["decision"] == decision
+    assert out["old_cost_per_hour_now"] > out["new_cost_per_hour"]
+    moved = out["migration"]["moved_replicas"]
+    assert moved >= 2 and out["migration_cost"] == pytest.approx(moved * cost_per_replica)
+    assert out["payback_hours"] == pytest.approx(out["migration_cost"] / out["savings_per_hour"], abs=0.01)
+    if decision == "migrate":
+        new = broker.get_placement(out["new_placement_id"])
+        assert replicas_by_workload(new["assignments"]) == replicas_by_workload(placement["assignments"])
+        assert DEAR_POOL not in {a["pool"] for a in new["assignments"]}
+    else:
+        assert out["new_placement_id"] is None
+    assert svc.get(out["id"])["decision"] == decision
+
+
+def test_demand_change_forces_a_move_and_the_plan_scales_up_before_it_scales_down(broker: Broker) -> None:
+    placement = store_checkout(broker)
+    out = ReplanService(broker).replan(
+        placement["id"], ReplanIn(reason="demand", replicas={"checkout-api": 12}, disruption_budget=3, dry_run=True)
+    )
+    assert out["decision"] == "migrate" and out["forced_by"] and out["new_placement_id"] is None
+    assert sum(a["replicas"] for a in out["new_placement"]["assignments"] if a["workload"] == "checkout-api") == 12
+    steps = out["migration"]["steps"]
+    assert all(abs(s["to_replicas"] - s["from_replicas"]) <= 3 for s in steps)
+    assert out["migration"]["added_replicas"] - out["migration"]["removed_replicas"] == 6
