@@ -13,7 +13,7 @@ from broker.domain import Assignment, Explanation, Workload
 from broker.pooltable import BoolArray, FloatArray, PoolTable
 from broker.solver.baseline import Placement
 from broker.solver.classes import SPOT, WorkloadData
-from broker.solver.filters import NamedMask, combine
+from broker.solver.filters import NamedMask
 from broker.solver.problem import PlacementProblem
 from broker.solver.risk import interruption_risk_month, risk_adjusted
 
@@ -107,21 +107,32 @@ def _homes(
     """Per pool: what a replica costs when the workload runs alone on whole nodes; the cheapest
     allowed pool and the cheapest at another site (next best homes); the actionable constraints
     whose removal alone would offer a cheaper home."""
+    # only pools a replica fits and no other pool dominates can be a home: work on those
+    idx = np.flatnonzero(usable & masks[0].mask) if masks and masks[0].reason == "size" else np.flatnonzero(usable)
+    sub = [m.mask[idx] for m in masks]
     with np.errstate(divide="ignore", invalid="ignore"):
-        fit = np.floor(np.minimum(t.vcpus / w.cpu, t.memory_gib / w.memory_gib) + 1e-9)
+        fit = np.floor(np.minimum(t.vcpus[idx] / w.cpu, t.memory_gib[idx] / w.memory_gib) + 1e-9)
         if w.gpus > 0:
-            fit = np.minimum(fit, np.floor(t.gpus / w.gpus + 1e-9))
-        frac = np.where(fit >= 1, np.ceil(w.replicas / np.maximum(fit, 1)) * node_cost / w.replicas, np.inf)
-    all_ok = combine(masks, t.n_pools) & usable
-    best_allowed = _cheapest(frac, all_ok)
+            fit = np.minimum(fit, np.floor(t.gpus[idx] / w.gpus + 1e-9))
+        local = np.where(fit >= 1, np.ceil(w.replicas / np.maximum(fit, 1)) * node_cost[idx] / w.replicas, np.inf)
+
+    def allowed_by(parts: list[BoolArray]) -> BoolArray:
+        ok = np.ones(len(idx), dtype=bool)
+        for part in parts:
+            ok &= part
+        return ok
+
+    all_ok = allowed_by(sub)
+    best_allowed = _cheapest(local, all_ok)
     binding: list[str] = []
     for i, m in enumerate(masks):
         if m.reason not in _ACTIONABLE:
             continue
-        relaxed = combine(masks[:i] + masks[i + 1 :], t.n_pools) & usable
-        if _cheapest(frac, relaxed) < best_allowed - 1e-9:
+        if _cheapest(local, allowed_by(sub[:i] + sub[i + 1 :])) < best_allowed - 1e-9:
             binding.append(m.label)
-    allowed = np.flatnonzero(all_ok & np.isfinite(frac))
+    frac = np.full(t.n_pools, np.inf)
+    frac[idx] = local
+    allowed = idx[all_ok & np.isfinite(local)]
     best1 = best2 = -1
     if len(allowed):
         best1 = int(allowed[np.argmin(frac[allowed])])
