@@ -26,6 +26,8 @@ from broker.errors import InvalidRequest, NotFound
 from broker.observability import observe_placement
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
+from broker.usage_service import UsageStore
+from broker.usage_sizing import apply_demand
 from broker.wire import PlacementRequestIn, result_to_document
 
 
@@ -97,7 +99,8 @@ class Broker:
         replicas) is the running placement a replan would rather not move away from.
         """
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
-        request = req_in.to_domain()
+        sized_in, rightsizing = apply_demand(UsageStore(self.sessions), req_in, tenant=tenant)
+        request = sized_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
         table = fairshare.capped_table(
@@ -122,6 +125,8 @@ class Broker:
         out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
+        if rightsizing is not None:  # declared vs forecast-sized requests, both priced
+            out["rightsizing"] = rightsizing.section(problem, float(out["cost_per_hour"]), request.time_limit_s)
         out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
         cost = float(out["cost_per_hour"])
         if request.dry_run:

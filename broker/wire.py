@@ -21,6 +21,7 @@ from broker.domain import (
     UserRegion,
     Workload,
 )
+from broker.forecast.demand import DemandIn, RightsizingOut
 from broker.latency import validate_geo
 from broker.residency import resolve_policy
 
@@ -94,6 +95,7 @@ class WorkloadIn(Strict):
     depends_on: list[DependencyIn] = Field(default_factory=list)
     max_spot_fraction: float | None = Field(None, ge=0, le=1)
     labels: dict[str, str] = Field(default_factory=dict)
+    demand: DemandIn | None = None  # size cpu/memory from a usage forecast (docs/forecast.md)
 
     @field_validator("residency")
     @classmethod
@@ -217,6 +219,7 @@ class PlacementOut(BaseModel):
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
+    rightsizing: RightsizingOut | None = None
     # catalog version and each used pool's price, source and date; stale_pools older than the limit
     price_snapshot: dict[str, Any] | None = None
     budget: list[dict[str, Any]] | None = None  # the tenant's budgets this placement counts against

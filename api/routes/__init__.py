@@ -10,4 +10,5 @@ ROUTER_MODULES: list[str] = [
     "dashboard",
     "admin",
     "dispatch",
+    "usage",
 ]

@@ -11,4 +11,6 @@ COMMAND_MODULES: list[str] = [
     "export",
     "finops",
     "dispatch",
+    "usage",
+    "forecast",
 ]

@@ -3,8 +3,11 @@
 Each feature area keeps its rows in its own module and adds one import here.
 """
 
-from broker.db import models  # noqa: F401
-from broker.db import dispatch_models  # noqa: F401
-from broker.db import pricing_models  # noqa: F401
-from broker.db import finops_models  # noqa: F401
-from broker.db import service_models  # noqa: F401
+from broker.db import (
+    dispatch_models,  # noqa: F401
+    finops_models,  # noqa: F401
+    forecast_models,  # noqa: F401
+    models,  # noqa: F401
+    pricing_models,  # noqa: F401
+    service_models,  # noqa: F401
+)

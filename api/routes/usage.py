@@ -1,0 +1,124 @@
+"""Usage history of workloads and their demand forecasts."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import pandas as pd
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, Field
+
+from api.deps import get_broker, get_tenant
+from broker.errors import InvalidRequest, NotFound
+from broker.services import Broker
+from broker.usage_service import UsageStore, read_csv
+
+router = APIRouter(prefix="/v1", tags=["usage"])
+_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
+NameParam = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class UsageSampleIn(BaseModel):
+    timestamp: int | float | str
+    value: float | str
+    metric: str = "cpu"
+
+
+class UsageDocumentIn(BaseModel):
+    samples: list[UsageSampleIn] = Field(min_length=1, max_length=500_000)
+
+
+_BODY = {
+    "requestBody": {
+        "content": {
+            "application/json": {"schema": UsageDocumentIn.model_json_schema()},
+            "text/csv": {"schema": {"type": "string", "example": "timestamp,value,metric\n1700000000,1.5,cpu\n"}},
+        },
+        "required": True,
+    }
+}
+
+
+def _frame_from_body(raw: bytes, content_type: str) -> pd.DataFrame:
+    if "csv" in content_type:
+        frame = read_csv(raw)
+        return frame.assign(series_id="-") if "series_id" not in frame.columns else frame
+    try:
+        doc = UsageDocumentIn.model_validate(json.loads(raw or b"null"))
+    except (ValueError, TypeError) as exc:
+        errors = getattr(exc, "errors", None)
+        detail = (
+            [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in errors(include_url=False)]
+            if callable(errors)
+            else [{"loc": ["body"], "msg": str(exc)}]
+        )
+        raise InvalidRequest("the usage document is invalid", errors=detail) from exc
+    return pd.DataFrame([s.model_dump() for s in doc.samples]).assign(series_id="-")
+
+
+@router.post(
+    "/workloads/{name}/usage",
+    status_code=201,
+    openapi_extra=_BODY,
+    responses={422: {"description": "invalid samples (rows named in errors)", **_PROBLEM}},
+)
+async def post_usage(
+    name: str,
+    request: Request,
+    broker: Annotated[Broker, Depends(get_broker)],
+    tenant: Annotated[str, Depends(get_tenant)],
+) -> dict[str, Any]:
+    """Store usage samples of one workload: JSON `{"samples": [{"timestamp", "value", "metric"}]}` or
+    CSV `timestamp,value[,metric]` (Unix seconds or ISO 8601; metric `cpu` cores or `memory_gib`).
+    A sample window that was stored before is replaced; an invalid body stores nothing."""
+    if not 1 <= len(name) <= 200:
+        raise InvalidRequest("invalid workload name", errors=[{"loc": ["path", "name"], "msg": "1-200 chars"}])
+    raw = await request.body()
+    if len(raw) > broker.settings.max_body_bytes:
+        raise InvalidRequest("the body is too large", errors=[{"loc": ["body"], "msg": "too large"}])
+    frame = _frame_from_body(raw, request.headers.get("content-type", "application/json"))
+    summary = UsageStore(broker.sessions).import_frame(frame, tenant=tenant, series=name)
+    return {"workload": name, **summary.as_dict()}
+
+
+@router.get("/workloads/{name}/usage", responses={404: _PROBLEM})
+def get_usage(
+    name: str, broker: Annotated[Broker, Depends(get_broker)], tenant: Annotated[str, Depends(get_tenant)]
+) -> dict[str, Any]:
+    """Samples stored per metric, with the first and last timestamp."""
+    return UsageStore(broker.sessions).series_summary(name, tenant=tenant)
+
+
+@router.get("/workloads/{name}/forecast", responses={404: _PROBLEM})
+def get_forecast(
+    name: str,
+    broker: Annotated[Broker, Depends(get_broker)],
+    tenant: Annotated[str, Depends(get_tenant)],
+    metric: str = "cpu",
+    horizon: Annotated[int, Query(ge=1, le=4032)] = 288,
+) -> dict[str, Any]:
+    """p50/p95 for the next `horizon` 5-minute steps from the newest model (baseline without one)."""
+    store = UsageStore(broker.sessions)
+    panel = store.history([name], metric, tenant=tenant)
+    if panel is None:
+        raise NotFound(f"no {metric!r} usage stored for {name!r}")
+    version, forecasts = store.forecast(panel, metric=metric, horizon=horizon)
+    f = forecasts[0]
+    start = panel.starts[0] + len(panel.values[0]) * panel.step_s
+    return {
+        "workload": name,
+        "metric": metric,
+        "model_version": version,
+        "method": f.method,
+        "step_seconds": panel.step_s,
+        "start": start,
+        "p50": [round(float(v), 4) for v in f.p50],
+        "p95": [round(float(v), 4) for v in f.p95],
+    }
+
+
+@router.get("/forecast/models")
+def list_models(broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
+    """Trained model versions, newest first, with their hold-out metrics."""
+    return {"items": UsageStore(broker.sessions).list_models()}

@@ -1,0 +1,90 @@
+"""`broker usage import|pull|show`: usage history in the store (exit 2 on invalid input, nothing stored)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from broker.errors import BrokerError, InvalidRequest
+from broker.settings import Settings
+
+EXIT_INVALID = 2
+err = Console(stderr=True)
+
+
+def print_invalid(exc: InvalidRequest, what: str) -> None:
+    err.print(f"[red]invalid {what}:[/red] {exc.detail}")
+    for e in exc.errors:
+        loc = ".".join(str(p) for p in e.get("loc", []))
+        err.print(f"  - {loc}: {e.get('msg')}")
+
+
+def register(app: typer.Typer) -> None:
+    usage_app = typer.Typer(help="Workload usage history (feeds demand forecasts).", no_args_is_help=True)
+    app.add_typer(usage_app, name="usage")
+
+    @usage_app.command("import")
+    def import_(
+        file: Annotated[Path, typer.Argument(help="long CSV: series_id,timestamp,value[,metric]")],
+        series: Annotated[str | None, typer.Option(help="store every row under this series name")] = None,
+    ) -> None:
+        """Import usage samples; timestamps in Unix seconds or ISO 8601. A re-import replaces its window."""
+        from broker.services import Broker
+        from broker.usage_service import UsageStore, read_csv
+
+        out = Console()
+        try:
+            with err.status(f"reading {file}..."):
+                frame = read_csv(file)
+                summary = UsageStore(Broker.open(Settings()).sessions).import_frame(frame, series=series)
+        except InvalidRequest as exc:
+            print_invalid(exc, "usage file")
+            raise typer.Exit(EXIT_INVALID) from exc
+        out.print(
+            f"imported {summary.rows} samples of {len(summary.series)} series "
+            f"(metrics: {', '.join(summary.metrics)}; replaced {summary.replaced})"
+        )
+
+    @usage_app.command("pull")
+    def pull(
+        prometheus: Annotated[str, typer.Option(help="Prometheus base URL, e.g. http://prom:9090")],
+        query: Annotated[str, typer.Option(help="PromQL, e.g. sum(rate(container_cpu_usage_seconds_total[5m]))")],
+        series: Annotated[str | None, typer.Option(help="store the single result series under this name")] = None,
+        series_label: Annotated[str | None, typer.Option(help="name each result series by this label")] = None,
+        metric: Annotated[str, typer.Option(help="cpu (cores) or memory_gib")] = "cpu",
+        hours: Annotated[float, typer.Option(help="how far back to pull")] = 14 * 24,
+        step: Annotated[int, typer.Option(help="resolution in seconds")] = 300,
+        end: Annotated[float | None, typer.Option(help="end as Unix seconds (default: now)")] = None,
+    ) -> None:
+        """Pull usage over the Prometheus HTTP API (query_range) and store it."""
+        from broker.services import Broker
+        from broker.usage_service import UsageStore, fetch_prometheus, parse_query_range
+
+        out = Console()
+        stop = end if end is not None else time.time()
+        try:
+            with err.status(f"querying {prometheus}..."):
+                doc = fetch_prometheus(prometheus, query, start=stop - hours * 3600, end=stop, step_s=step)
+                frame = parse_query_range(doc, series_label=series_label, series=series).assign(metric=metric)
+                summary = UsageStore(Broker.open(Settings()).sessions).import_frame(frame)
+        except InvalidRequest as exc:
+            print_invalid(exc, "Prometheus answer")
+            raise typer.Exit(EXIT_INVALID) from exc
+        out.print(f"pulled {summary.rows} samples of {len(summary.series)} series: {', '.join(summary.series)}")
+
+    @usage_app.command("show")
+    def show(name: Annotated[str, typer.Argument(help="series name")]) -> None:
+        """What is stored for one series."""
+        from broker.services import Broker
+        from broker.usage_service import UsageStore
+
+        try:
+            doc = UsageStore(Broker.open(Settings()).sessions).series_summary(name)
+        except BrokerError as exc:
+            err.print(f"[red]{exc.detail}[/red]")
+            raise typer.Exit(1) from exc
+        Console().print_json(data=doc)
