@@ -167,18 +167,43 @@ def focus_rows(
 ) -> list[dict[str, Any]]:
     """FOCUS rows for every placement current during [start, end), one per resource per UTC day."""
     by_placement = _resources(items)
+    periods = list(charge_periods(start, end))
     rows: list[dict[str, Any]] = []
     for e in sorted(entries, key=lambda e: (e.created_at, e.placement_id)):
         resources = by_placement.get(e.placement_id, [])
         if not resources:
             continue
-        for p_start, p_end in charge_periods(start, end):
+        # a resource's row is the same every day but for the period and the hour-scaled amounts,
+        # so build it once per resource (at one hour) and scale it per day
+        templates: list[dict[str, Any]] | None = None
+        for p_start, p_end in periods:
             hours = e.active_hours(p_start, p_end)
             if hours <= 0:
                 continue
-            for res in resources:
-                rows.append(_row(e, res, p_start, p_end, hours, billing_account))
+            if templates is None:
+                templates = [_row(e, res, p_start, p_end, 1.0, billing_account) for res in resources]
+            h = Decimal(repr(hours))
+            bill_start, bill_end = billing_period(p_start)
+            for t in templates:
+                row = dict(t)
+                for k in _HOURLY:
+                    if row[k] is not None:
+                        row[k] = (t[k] * h).quantize(_Q)
+                row.update(
+                    ChargePeriodStart=p_start,
+                    ChargePeriodEnd=p_end,
+                    BillingPeriodStart=bill_start,
+                    BillingPeriodEnd=bill_end,
+                )
+                rows.append(row)
     return rows
+
+
+# amounts proportional to the hours a placement was current in the charge period
+_HOURLY = (
+    "BilledCost", "EffectiveCost", "ContractedCost", "ListCost", "PricingQuantity", "ConsumedQuantity",
+    "CommitmentDiscountQuantity", "x_BaselineCost",
+)  # fmt: skip
 
 
 def _row(
