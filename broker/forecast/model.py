@@ -67,6 +67,7 @@ class ForecastModel:
     train_rows: int = 0
     train_seconds: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    train_cpu_seconds: float = 0.0  # process CPU time: comparable on a shared, loaded machine
 
     @property
     def day(self) -> int:
@@ -167,7 +168,7 @@ def training_matrix(
 
 def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None) -> ForecastModel:
     params = params or TrainParams()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     x, y, w = training_matrix(panel, horizon, params)
     dtrain = xgb.QuantileDMatrix(x, y, weight=w, feature_names=FEATURES, max_bin=params.max_bin)
     booster = xgb.train(
@@ -188,4 +189,12 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
         num_boost_round=params.rounds,
     )
     booster.set_attr(meta=json.dumps({"horizon": horizon, "step_s": panel.step_s}))
-    return ForecastModel(booster, horizon, panel.step_s, params, len(y), time.perf_counter() - started)
+    return ForecastModel(
+        booster,
+        horizon,
+        panel.step_s,
+        params,
+        len(y),
+        time.perf_counter() - started,
+        train_cpu_seconds=time.process_time() - cpu_started,
+    )

@@ -78,7 +78,7 @@ def test_forecast_evaluate_writes_predictions(env: str, tmp_path: Path) -> None:
             "--predictions-out",
             str(out),
             "--rounds",
-            "30",
+            "15",
         ],
     )
     assert r.exit_code == 0, r.output
@@ -169,7 +169,7 @@ def test_usage_pull_one_name_for_many_series_is_refused(env: str, prometheus: st
 def test_train_stores_a_versioned_model(env: str) -> None:
     assert runner.invoke(app, ["usage", "import", str(FIXTURES / "azure_4x4d.csv.gz")]).exit_code == 0
     for _ in range(2):
-        r = runner.invoke(app, ["forecast", "train", "--horizon", "96", "--rounds", "20"])
+        r = runner.invoke(app, ["forecast", "train", "--horizon", "48", "--rounds", "8"])
         assert r.exit_code == 0, r.output
     listing = runner.invoke(app, ["forecast", "models"])
     assert listing.exit_code == 0
