@@ -104,6 +104,14 @@ def test_replan_after_site_failure_moves_and_prunes_in_git(broker: Broker, tmp_p
     live = [d for docs in committed.values() for d in docs if d["kind"] == "Deployment"]
     assert {d["metadata"]["annotations"][f"{PREFIX}/placement-id"] for d in live} == {new["id"]}
 
+    # rolling back = dispatching the old placement again: a new dispatch, not the first one replayed
+    first_id = svc.latest(placement["id"])["id"]
+    back = svc.dispatch(placement["id"], DispatchIn())
+    assert back["state"] == "applied" and back["id"] != first_id
+    live = [d for docs in committed_docs(repo).values() for d in docs if d["kind"] == "Deployment"]
+    assert {d["metadata"]["annotations"][f"{PREFIX}/placement-id"] for d in live} == {placement["id"]}
+    assert sum(d["spec"]["replicas"] for d in live) == sum(a["replicas"] for a in placement["assignments"])
+
 
 def test_bad_input_leaves_no_records_and_no_commit(broker: Broker, tmp_path: Path) -> None:
     placement = store_checkout(broker)
