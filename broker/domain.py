@@ -166,6 +166,10 @@ class PlacementRequest:
     objective: Objective = Objective()
     dry_run: bool = False
     time_limit_s: float = 10.0
+    # stability: the running placement, what moving a replica off its pool costs, a cap on moves
+    current: tuple[tuple[str, str, int], ...] = ()  # (workload, pool, replicas)
+    migration_cost_per_replica: float = 0.0  # USD, one-off, amortised over horizon_hours
+    max_moves: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

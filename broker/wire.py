@@ -139,6 +139,14 @@ class WorkloadIn(Strict):
             max_spot_fraction=self.max_spot_fraction,
             labels=dict(self.labels),
         )
+class CurrentIn(Strict):
+    """One row of the running placement: replicas of a workload on a pool."""
+
+    workload: Name
+    pool: str = Field(min_length=3, max_length=300)
+    replicas: int = Field(ge=1, le=100_000)
+
+
 
 
 class PlacementRequestIn(Strict):
@@ -149,6 +157,10 @@ class PlacementRequestIn(Strict):
     objective: ObjectiveIn = Field(default_factory=ObjectiveIn)
     user_regions: list[UserRegionIn] = Field(default_factory=list)
     workloads: list[WorkloadIn] = Field(min_length=1)
+    # stability (docs/solver.md): re-plan moving only what pays off
+    current: list[CurrentIn] = Field(default_factory=list)
+    migration_cost_per_replica: float = Field(0.0, ge=0, le=1_000_000)
+    max_moves: int | None = Field(None, ge=0)
     dry_run: bool = False
     time_limit_s: float = Field(10.0, gt=0, le=600)
     # production service (docs/operations.md): budget scope, budget override, async job
@@ -163,6 +175,9 @@ class PlacementRequestIn(Strict):
             user_regions=tuple(UserRegion(u.name, u.lat, u.lon, u.site) for u in self.user_regions),
             horizon_hours=self.horizon_hours,
             objective=Objective(self.objective.cost, self.objective.latency, self.objective.carbon),
+            current=tuple((c.workload, c.pool, c.replicas) for c in self.current),
+            migration_cost_per_replica=self.migration_cost_per_replica,
+            max_moves=self.max_moves,
             dry_run=self.dry_run,
             time_limit_s=self.time_limit_s,
         )
