@@ -52,6 +52,13 @@ class ModelInput:
     cost_weight: float
     n_sites: int
     pool_ids: tuple[str, ...] = ()
+    # stability: replicas running now per (class, pool), what a move costs per hour, a cap on moves
+    keep_class: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    keep_pool: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    keep_cur: FloatArray = field(default_factory=lambda: np.zeros(0))
+    move_cost: float = 0.0  # objective cost per moved replica and hour (migration cost / horizon)
+    current_total: float = 0.0  # replicas running now, including those whose pool is gone
+    max_moves: int | None = None
 
     @property
     def n_pools(self) -> int:
@@ -78,6 +85,10 @@ class Layout:
     n_fixed_rows: int
     row_lo: FloatArray
     row_hi: FloatArray
+    e_row0: int
+    keep_row0: int  # rows k_i - x_cp <= 0, one per keep column
+    moves_row: int  # -sum k <= -(current - max_moves), -1 = no cap
+    keep_key: IntArray  # class * n_pools + pool per keep column
 
     @property
     def n_z(self) -> int:
@@ -141,8 +152,18 @@ def make_layout(mi: ModelInput) -> Layout:
                 ev.append(v)
                 es.append(int(s))
                 ecost.append(cost)
+    e_row0 = len(lo)
     lo += [0.0] * len(ek)
     hi += [INF] * len(ek)
+    keep_row0 = len(lo)
+    nk = len(mi.keep_class)
+    lo += [-INF] * nk
+    hi += [0.0] * nk
+    moves_row = -1
+    if mi.max_moves is not None and nk:
+        moves_row = len(lo)
+        lo.append(-INF)
+        hi.append(-(mi.current_total - mi.max_moves))
     e_class = np.array(ek, dtype=np.int64)
     e_peer = np.array(ev, dtype=np.int64)
     e_site = np.array(es, dtype=np.int64)
@@ -163,6 +184,10 @@ def make_layout(mi: ModelInput) -> Layout:
         n_fixed_rows=len(lo),
         row_lo=np.array(lo, dtype=np.float64),
         row_hi=np.array(hi, dtype=np.float64),
+        e_row0=e_row0,
+        keep_row0=keep_row0,
+        moves_row=moves_row,
+        keep_key=mi.keep_class * mi.n_pools + mi.keep_pool,
     )
 
 
@@ -216,7 +241,7 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
         vals.append(-np.ones(int(hit.sum())))
         ccols.append(cols[hit])
     if lay.n_e:
-        e_row0 = lay.n_fixed_rows - lay.n_e
+        e_row0 = lay.e_row0
         replicas = np.array([c.replicas for c in mi.classes], dtype=np.float64)
         for keys, owner, sign in ((lay.e_keys_k, lay.e_class, -1.0), (lay.e_keys_v, lay.e_peer, 1.0)):
             # join x columns to egress columns on (class, site); a key can meet several egress columns
@@ -231,6 +256,15 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
             ccols.append(xi)
             # in e - x_k/R_k + x_v/R_v >= 0: the sender's replicas push traffic out
             vals.append(sign / replicas[owner[e]])
+    if len(lay.keep_key):
+        # k_i - x_cp <= 0: a replica counts as kept only where it still runs
+        xkey = xc * mi.n_pools + xp
+        pos = np.searchsorted(xkey, lay.keep_key)  # universe keys are sorted: class, then pool
+        pos = np.minimum(pos, max(n - 1, 0))
+        hit = (xkey[pos] == lay.keep_key) if n else np.zeros(len(pos), dtype=bool)
+        rows.append(lay.keep_row0 + np.flatnonzero(hit))
+        ccols.append(pos[hit])
+        vals.append(-np.ones(int(hit.sum())))
     fixed = sp.csc_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(ccols))),
         shape=(lay.n_fixed_rows, n),
@@ -265,6 +299,10 @@ class Built:
     @property
     def e_off(self) -> int:
         return self.z_off + self.lay.n_z
+
+    @property
+    def k_off(self) -> int:
+        return self.e_off + self.lay.n_e
 
 
 def build(
@@ -322,21 +360,35 @@ def build(
         shape=(nrow, npool + nx),
     )
     nz, ne = lay.n_z, lay.n_e
-    ncol = npool + nx + nz + ne
+    nk = len(lay.keep_key)
+    ncol = npool + nx + nz + ne + nk
     # fixed rows: x entries plus z and e columns
     zc = np.arange(nz)
     z_rows = lay.n_classes + int((lay.spot_row >= 0).sum()) + zc
-    e_row0 = lay.n_fixed_rows - ne
+    e_row0 = lay.e_row0
     z_size = np.array([float(mi.classes[int(c)].size) for c in lay.z_class])
+    kc = nz + ne + np.arange(nk)
+    moves = lay.moves_row >= 0
     fz = sp.csc_matrix(
         (
-            np.concatenate([np.ones(nz), -np.ones(nz), -1.0 / z_size, np.ones(ne)]),
+            np.concatenate(
+                [np.ones(nz), -np.ones(nz), -1.0 / z_size, np.ones(ne), np.ones(nk), -np.ones(nk if moves else 0)]
+            ),
             (
-                np.concatenate([z_rows, lay.spread_total_row[lay.z_class], lay.node_row0 + zc, e_row0 + np.arange(ne)]),
-                np.concatenate([zc, zc, zc, nz + np.arange(ne)]),
+                np.concatenate(
+                    [
+                        z_rows,
+                        lay.spread_total_row[lay.z_class],
+                        lay.node_row0 + zc,
+                        e_row0 + np.arange(ne),
+                        lay.keep_row0 + np.arange(nk),
+                        np.full(nk if moves else 0, lay.moves_row),
+                    ]
+                ),
+                np.concatenate([zc, zc, zc, nz + np.arange(ne), kc, kc if moves else kc[:0]]),
             ),
         ),
-        shape=(lay.n_fixed_rows, nz + ne),
+        shape=(lay.n_fixed_rows, nz + ne + nk),
     )
     has_z = np.flatnonzero(xs.zpos >= 0)
     fn = sp.csc_matrix(
@@ -344,7 +396,7 @@ def build(
         shape=(lay.n_fixed_rows, npool),
     )
     fixed = sp.hstack([fn, xs.fixed, fz], format="csc")
-    pool_rows = sp.hstack([pool_part[lay.n_fixed_rows :, :], sp.csc_matrix((nrow - lay.n_fixed_rows, nz + ne))])
+    pool_rows = sp.hstack([pool_part[lay.n_fixed_rows :, :], sp.csc_matrix((nrow - lay.n_fixed_rows, nz + ne + nk))])
     a = sp.vstack([fixed, pool_rows], format="csc")
     n_pool_rows = nrow - lay.n_fixed_rows
     row_lo = np.concatenate([lay.row_lo, np.full(n_pool_rows, -INF)])
@@ -353,12 +405,13 @@ def build(
     x_ub = np.array([float(c.replicas) for c in mi.classes], dtype=np.float64)[xs.cls] if nx else np.zeros(0)
     col_lo = np.zeros(ncol)
     col_hi = np.concatenate(
-        [np.where(np.isinf(mi.max_nodes[pools]), INF, mi.max_nodes[pools]), x_ub, z_ub, np.full(ne, INF)]
+        [np.where(np.isinf(mi.max_nodes[pools]), INF, mi.max_nodes[pools]), x_ub, z_ub, np.full(ne, INF), mi.keep_cur]
     )
-    cost = np.concatenate([mi.node_cost[pools], xs.cost, np.zeros(nz), lay.e_cost])
+    cost = np.concatenate([mi.node_cost[pools], xs.cost, np.zeros(nz), lay.e_cost, np.full(nk, -mi.move_cost)])
 
     lp = highspy.HighsLp()
     lp.num_col_ = ncol
+    lp.offset_ = mi.move_cost * mi.current_total  # moved = current - kept
     lp.num_row_ = a.shape[0]
     lp.col_cost_ = cost
     lp.col_lower_ = col_lo
@@ -372,7 +425,7 @@ def build(
     lp.a_matrix_.num_col_ = ncol
     lp.a_matrix_.num_row_ = a.shape[0]
     if integer:
-        kinds = [highspy.HighsVarType.kInteger] * (npool + nx) + [highspy.HighsVarType.kContinuous] * (nz + ne)
+        kinds = [highspy.HighsVarType.kInteger] * (npool + nx) + [highspy.HighsVarType.kContinuous] * (nz + ne + nk)
         lp.integrality_ = kinds
     h = highspy.Highs()  # type: ignore[no-untyped-call]
     h.setOptionValue("output_flag", False)

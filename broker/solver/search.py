@@ -101,6 +101,8 @@ def _feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
     for p, n in nodes.items():
         if n > mi.max_nodes[p]:
             return False
+    if mi.max_moves is not None and kept(mi, x) < mi.current_total - mi.max_moves - 1e-9:
+        return False
     slots: dict[int, int] = {}  # distinct-site slots per class: sum_s min(x_cs, K_c)
     for (c, _s), r in at_site.items():
         slots[c] = slots.get(c, 0) + min(r, mi.classes[c].size)
@@ -126,7 +128,17 @@ def objective(mi: ModelInput, lay: Layout, x: ClassPlacement) -> float:
     for e in range(lay.n_e):
         k, v, s = int(lay.e_class[e]), int(lay.e_peer[e]), int(lay.e_site[e])
         value += float(lay.e_cost[e]) * max(0.0, frac.get((k, s), 0.0) - frac.get((v, s), 0.0))
+    if mi.current_total:
+        value += mi.move_cost * (mi.current_total - kept(mi, x))
     return value
+
+
+def kept(mi: ModelInput, x: ClassPlacement) -> float:
+    """Replicas that stay on the pool they run on now."""
+    return sum(
+        min(float(x.get((int(c), int(p)), 0)), float(cur))
+        for c, p, cur in zip(mi.keep_class, mi.keep_pool, mi.keep_cur, strict=True)
+    )
 
 
 def _round_lp(mi: ModelInput, b: Built, xv: FloatArray) -> ClassPlacement:
@@ -170,6 +182,8 @@ def _hint(mi: ModelInput, b: Built, x: ClassPlacement) -> FloatArray | None:
     for e in range(lay.n_e):
         k, v, s = int(lay.e_class[e]), int(lay.e_peer[e]), int(lay.e_site[e])
         col[b.e_off + e] = max(0.0, frac.get((k, s), 0.0) - frac.get((v, s), 0.0))
+    for i, (c, p, cur) in enumerate(zip(mi.keep_class, mi.keep_pool, mi.keep_cur, strict=True)):
+        col[b.k_off + i] = min(float(x.get((int(c), int(p)), 0)), float(cur))
     return col
 
 
@@ -205,6 +219,9 @@ def search(
     in_sel[initial_columns(mi, uni)] = True
     for x0 in starts:
         in_sel[_columns_of(uni, x0, col_keys, mi.n_pools)] = True
+    if len(lay.keep_key):  # where replicas run now stays on the table
+        pos = np.minimum(np.searchsorted(col_keys, lay.keep_key), uni.size - 1)
+        in_sel[pos[col_keys[pos] == lay.keep_key]] = True
     pools = np.unique(uni.cols.pool[in_sel])
     z_lp = -math.inf
     lagrangian = -math.inf

@@ -40,9 +40,17 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
         )
 
     name_index = {w.name: i for i, w in enumerate(req.workloads)}
+    current = _current(problem, workloads, name_index)
     classes, _of = build_classes(
-        workloads, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus, name_index=name_index, pinned=set()
+        workloads,
+        vcpus=t.vcpus,
+        mem=t.memory_gib,
+        gpus=t.gpus,
+        name_index=name_index,
+        pinned={k for k, _, _ in current},
     )
+    current_total = float(sum(r for k, _, r in current))
+    usable_now = [(k, p, r) for k, p, r in current if p >= 0 and p in set(workloads[k].cand.tolist())]
     mi = ModelInput(
         classes=classes,
         node_cost=node_cost,
@@ -57,6 +65,12 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
         cost_weight=obj.cost,
         n_sites=t.n_sites,
         pool_ids=(),
+        keep_class=np.array([int(_of[k]) for k, _, _ in usable_now], dtype=np.int64),
+        keep_pool=np.array([p for _, p, _ in usable_now], dtype=np.int64),
+        keep_cur=np.array([float(r) for _, _, r in usable_now]),
+        move_cost=obj.cost * req.migration_cost_per_replica / req.horizon_hours,
+        current_total=current_total,
+        max_moves=req.max_moves,
     )
     arrays = PoolArrays(node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
@@ -85,6 +99,8 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     egress_total = egress_cost(problem, workloads, x, name_index)
     cost = compute + storage_total + egress_total
     objective_value = _objective(workloads, x, nodes, node_cost, obj.cost * egress_total)
+    still = sum(min(x.get((k, p), 0), r) for k, p, r in usable_now)
+    objective_value += mi.move_cost * (current_total - still)
     lower = min(found.lower_bound, objective_value)
     gap = 0.0 if objective_value <= 0 else max(0.0, (objective_value - lower) / objective_value * 100.0)
     status = "optimal" if gap <= 0.01 + 1e-9 else "feasible"
@@ -103,6 +119,8 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     cost_only = obj.cost > 0 and obj.latency == 0 and obj.carbon == 0
     lower_per_hour = lower / obj.cost if cost_only else lower
     warnings: list[str] = []
+    if current:
+        warnings.append(f"moves: {int(current_total - still)} of {int(current_total)} running replicas change pool")
     if not found.proven:
         warnings.append(
             "weak lower bound: column generation did not converge within the time limit, "
@@ -162,6 +180,23 @@ def _validate(problem: PlacementProblem) -> None:
                 )
     if errors:
         raise InvalidRequest("the placement request is invalid", errors=errors)
+
+
+def _current(
+    problem: PlacementProblem, workloads: list[WorkloadData], name_index: dict[str, int]
+) -> list[tuple[int, int, int]]:
+    """(workload index, pool index or -1 when the pool is gone, replicas) running now, from the
+    request and from the problem (a re-plan), summed per pair."""
+    t = problem.table
+    rows: dict[tuple[int, int], int] = {}
+    pairs = [(w, pool, r) for w, pool, r in problem.request.current]
+    pairs += [(w, pool, r) for pool, per in problem.current.items() for w, r in per.items()]
+    for w, pool, r in pairs:
+        if w not in name_index or r <= 0:
+            continue
+        key = (name_index[w], t.pool_index.get(pool, -1))
+        rows[key] = rows.get(key, 0) + int(r)
+    return [(k, p, r) for (k, p), r in rows.items()]
 
 
 def _to_classes(x: Placement, class_of: Any) -> ClassPlacement:
