@@ -30,6 +30,7 @@ from broker.db.models import (
     SiteRow,
     StoragePriceRow,
 )
+from broker.db.pricing_models import SiteStoragePriceRow
 from broker.db.session import transaction
 from broker.domain import Arch, CapacityType, Pool, Site, SiteKind, UserRegion
 from broker.latency import LatencyModel
@@ -236,6 +237,9 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
         storage_rows = s.execute(
             select(StoragePriceRow.provider, StoragePriceRow.tier, StoragePriceRow.usd_per_gb_month)
         ).all()
+        site_storage_rows = s.execute(
+            select(SiteStoragePriceRow.site, SiteStoragePriceRow.tier, SiteStoragePriceRow.usd_per_gb_month)
+        ).all()
     caps = {c.value: c for c in CapacityType}
     arches = {a.value: a for a in Arch}
     pools = [
@@ -271,6 +275,9 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
     storage = np.array([by_provider.get(s.provider, np.zeros(len(STORAGE_TIERS))) for s in sites]).reshape(
         n, len(STORAGE_TIERS)
     )
+    for site_id, tier, price in site_storage_rows:  # a region's live feed price beats the provider's
+        if site_id in idx and tier in tier_col:
+            storage[idx[site_id], tier_col[tier]] = price
     as_of: dict[str, str] = {}
     for p in pools:
         provider = p.site.split(":", 1)[0]
