@@ -63,8 +63,9 @@ def site_fractions(
 def egress_cost(
     problem: PlacementProblem, workloads: Sequence[WorkloadData], x: Placement, name_index: dict[str, int]
 ) -> float:
-    """Traffic of w that v's replicas at the same site cannot absorb leaves the site,
-    priced at the dearest destination among v's sites (never optimistic)."""
+    """Traffic of w that v's replicas at the same site cannot absorb leaves the site for the
+    cheapest site where v runs (locality-aware routing, as service meshes send overflow to the
+    nearest healthy peer). The model prices it no higher, so its bound stays valid."""
     if not any(wd.w.depends_on for wd in workloads):
         return 0.0
     egress = problem.egress_matrix()
@@ -77,5 +78,5 @@ def egress_cost(
                 leaving = f - frac[kv].get(s, 0.0)
                 others = [t for t in frac[kv] if t != s]
                 if leaving > 1e-12 and others:
-                    total += dep.gib_per_hour * GIB_IN_GB * leaving * float(egress[s, others].max())
+                    total += dep.gib_per_hour * GIB_IN_GB * leaving * float(egress[s, others].min())
     return total

@@ -203,7 +203,7 @@ def search(
     starts: list[ClassPlacement],
     time_limit_s: float,
     seed: int,
-    rel_gap: float = 0.005,
+    rel_gap: float = 0.01,
     max_rounds: int = 60,
     include_cols: int = 40_000,
 ) -> SearchResult | None:
