@@ -116,38 +116,43 @@ class KubernetesDispatcher:
         }
 
     def _scale_down_leavers(self, cluster: str, apps: Any, bundle: ClusterBundle, keep: set[str]) -> list[str]:
-        """Deployments of this app that the placement no longer puts here go to 0 replicas.
+        """Deployments and StatefulSets of this app that the placement no longer puts here go to 0.
 
         Scaled to zero rather than deleted, so a rollback is one scale-up away.
         """
         ns = bundle.namespace
         # scoped to this registered cluster too: two registrations may share one API server
         selector = f"app.kubernetes.io/managed-by={MANAGED_BY},{PREFIX}/app={bundle.app},{PREFIX}/cluster={cluster}"
-        resp = self._call(
-            cluster,
-            f"list deployments in {ns}",
-            lambda: apps.list_namespaced_deployment(
-                ns, label_selector=selector, _preload_content=False, _request_timeout=self.timeout_s
-            ),
+        kinds = (
+            ("deployments", apps.list_namespaced_deployment, apps.patch_namespaced_deployment_scale),
+            ("statefulsets", apps.list_namespaced_stateful_set, apps.patch_namespaced_stateful_set_scale),
         )
         out = []
-        for item in json.loads(resp.data).get("items", []):
-            name = item["metadata"]["name"]
-            if name in keep or not item.get("spec", {}).get("replicas"):
-                continue
-            self._call(
+        for resource, list_fn, scale_fn in kinds:
+            resp = self._call(
                 cluster,
-                f"scale {ns}/{name} to 0",
-                lambda name=name: apps.patch_namespaced_deployment_scale(  # type: ignore[misc]
-                    name,
-                    ns,
-                    {"spec": {"replicas": 0}},
-                    _content_type=MERGE_PATCH,
-                    _preload_content=False,
-                    _request_timeout=self.timeout_s,
+                f"list {resource} in {ns}",
+                lambda list_fn=list_fn: list_fn(  # type: ignore[misc]
+                    ns, label_selector=selector, _preload_content=False, _request_timeout=self.timeout_s
                 ),
             )
-            out.append(name)
+            for item in json.loads(resp.data).get("items", []):
+                name = item["metadata"]["name"]
+                if name in keep or not item.get("spec", {}).get("replicas"):
+                    continue
+                self._call(
+                    cluster,
+                    f"scale {ns}/{name} to 0",
+                    lambda name=name, scale_fn=scale_fn: scale_fn(  # type: ignore[misc]
+                        name,
+                        ns,
+                        {"spec": {"replicas": 0}},
+                        _content_type=MERGE_PATCH,
+                        _preload_content=False,
+                        _request_timeout=self.timeout_s,
+                    ),
+                )
+                out.append(name)
         return out
 
     def _ready(self, cluster: str, apps: Any, bundle: ClusterBundle) -> dict[str, int]:

@@ -53,6 +53,7 @@ class FakeKube:
     def __init__(self) -> None:
         self.namespaces: dict[str, dict[str, Any]] = {}
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
+        self.statefulsets: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []  # method, path, query, ctype
         self.fail: list[tuple[str, str, int]] = []  # (method, path substring, status): one-shot faults
         self.rv = 1000
@@ -161,12 +162,15 @@ class FakeKube:
                 "status": {"phase": "Active"},
             }
             return (200 if old else 201), self.namespaces[name]
-        if parts[:4] == ["apis", "apps", "v1", "namespaces"] and len(parts) >= 6 and parts[5] == "deployments":
+        kinds = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
+        if parts[:4] == ["apis", "apps", "v1", "namespaces"] and len(parts) >= 6 and parts[5] in kinds:
+            resource, kind = parts[5], kinds[parts[5]]
+            store = self.deployments if resource == "deployments" else self.statefulsets
             ns = parts[4]
             if ns not in self.namespaces:
                 return 404, status(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
             if len(parts) == 6 and method == "GET":
-                return 200, self._list(ns, query)
+                return 200, self._list(ns, query, store, kind)
             name = parts[6]
             key = (ns, name)
             sub = parts[7] if len(parts) > 7 else None
@@ -175,25 +179,25 @@ class FakeKube:
                 if bad or ctype != "application/apply-patch+yaml":
                     return bad or (415, status(415, "UnsupportedMediaType", "unsupported patch type"))
                 obj = yaml.safe_load(body)
-                old = self.deployments.get(key)
+                old = store.get(key)
                 meta = self._meta(old, obj["metadata"], query["fieldManager"][0], "apps/v1")
                 changed = old is None or old["spec"] != obj["spec"]
                 meta["generation"] = (old["metadata"]["generation"] if old else 0) + (1 if changed else 0)
-                self.deployments[key] = {
-                    "kind": "Deployment",
+                store[key] = {
+                    "kind": kind,
                     "apiVersion": "apps/v1",
                     "metadata": meta,
                     "spec": obj["spec"],
                 }
-                return (200 if old else 201), self.deployment_view(self.deployments[key])
-            if key not in self.deployments:
+                return (200 if old else 201), self.deployment_view(store[key])
+            if key not in store:
                 return 404, status(
                     404,
                     "NotFound",
-                    f'deployments.apps "{name}" not found',
-                    {"name": name, "group": "apps", "kind": "deployments"},
+                    f'{resource}.apps "{name}" not found',
+                    {"name": name, "group": "apps", "kind": resource},
                 )
-            d = self.deployments[key]
+            d = store[key]
             if method == "GET" and sub in (None, "status"):
                 return 200, self.deployment_view(d)
             if method == "PATCH" and sub == "scale":
@@ -219,7 +223,9 @@ class FakeKube:
                 }
         return 404, status(404, "NotFound", "the server could not find the requested resource")
 
-    def _list(self, ns: str, query: dict[str, list[str]]) -> dict[str, Any]:
+    def _list(
+        self, ns: str, query: dict[str, list[str]], store: dict[tuple[str, str], dict[str, Any]], kind: str
+    ) -> dict[str, Any]:
         want: dict[str, str] = {}
         for term in (query.get("labelSelector") or [""])[0].split(","):
             if "=" in term:
@@ -227,12 +233,12 @@ class FakeKube:
                 want[k] = v
         items = [
             self.deployment_view(d)
-            for (n, _), d in sorted(self.deployments.items())
+            for (n, _), d in sorted(store.items())
             if n == ns and all(d["metadata"].get("labels", {}).get(k) == v for k, v in want.items())
         ]
         self.rv += 1
         return {
-            "kind": "DeploymentList",
+            "kind": f"{kind}List",
             "apiVersion": "apps/v1",
             "metadata": {"resourceVersion": str(self.rv)},
             "items": items,

@@ -183,3 +183,38 @@ def test_replicas_leaving_a_cluster_are_scaled_down(broker: Broker, fleet: Any, 
     assert set(servers[failed].replicas().values()) == {0}
     scale_calls = [r for r in servers[failed].requests if r[1].endswith("/scale")]
     assert scale_calls and all(r[3] == "application/merge-patch+json" for r in scale_calls)
+
+
+STATEFUL = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: orders-db
+  template:
+    spec:
+      containers:
+        - name: postgres
+          image: postgres:17
+          volumeMounts: [{name: data, mountPath: /var/lib/postgresql/data}]
+  volumeClaimTemplates:
+    - metadata: {name: data}
+      spec:
+        accessModes: [ReadWriteOnce]
+        resources: {requests: {storage: 500Gi}}
+"""
+
+
+def test_statefulset_templates_are_applied_and_read_back(broker: Broker, fleet: Any) -> None:
+    placement, servers = fleet
+    svc = DispatchService(broker, dispatchers={"kubernetes": fast()})
+    doc = svc.dispatch(placement["id"], DispatchIn(templates={"orders-db": STATEFUL}))
+    assert doc["state"] == "applied"
+    sets = [s for kube in servers.values() for s in kube.statefulsets.values()]
+    assert sum(s["spec"]["replicas"] for s in sets) == replicas_by_workload(placement["assignments"])["orders-db"]
+    assert all(s["spec"]["serviceName"] == "orders-db" and s["spec"]["volumeClaimTemplates"] for s in sets)
+    assert not [
+        d for kube in servers.values() for d in kube.deployments.values() if "orders-db" in d["metadata"]["name"]
+    ]
+    for c in doc["clusters"]:
+        assert c["result"]["ready_replicas"] == c["replicas"]
