@@ -18,7 +18,7 @@ from broker.catalog import bump_version
 from broker.db.models import PoolRow, SiteRow
 from broker.db.pricing_models import DiscountRuleRow, ListPriceRow, PriceHistoryRow
 from broker.db.session import transaction
-from broker.errors import NotFound
+from broker.errors import InvalidRequest, NotFound
 from broker.price_refresh import PROVIDERS, discount_rules
 from pricing.discounts import DiscountRule, effective_price
 
@@ -152,6 +152,7 @@ def _reprice(s: Session, rule: DiscountRuleRow) -> int:
         select(PoolRow.id, PoolRow.site, PoolRow.instance_type, PoolRow.capacity_type)
         .add_columns(PoolRow.price_per_hour, PoolRow.price_source, PoolRow.price_as_of)
         .where(PoolRow.site.like(f"{provider}:{_like(rule.region)}"), PoolRow.instance_type.like(_like(rule.family)))
+        .where(PoolRow.price_source != COMMITTED)
     ).all()
     pools = [r for r in rows if new_rule.matches(provider, r[1].split(":", 1)[1], r[2], r[3])]
     listed: dict[str, float] = {}
@@ -187,6 +188,77 @@ def _reprice(s: Session, rule: DiscountRuleRow) -> int:
         s.execute(update(PoolRow), updates)
         s.execute(insert(PriceHistoryRow), history)
     return len(updates)
+
+
+COMMITTED = "committed"
+
+
+def commit_capacity(
+    factory: sessionmaker[Session],
+    *,
+    site: str,
+    instance_type: str,
+    count: int,
+    usd_per_hour: float = 0.0,
+    note: str = "",
+) -> dict[str, Any]:
+    """Already-bought capacity (reserved instances, committed nodes): the site's reserved pool of that
+    type becomes `count` nodes at a sunk marginal price (0 by default, or the recurring part still
+    paid per hour), so the solver fills it before anything it would have to buy. Feeds and discount
+    rules leave such a pool alone; its former price stays the list price."""
+    if count < 0 or usd_per_hour < 0:
+        raise InvalidRequest("count and usd_per_hour must be >= 0", errors=[{"loc": ["body", "count"], "msg": ">= 0"}])
+    pool_id = f"{site}/{instance_type}/reserved"
+    now = datetime.now(UTC)
+    with transaction(factory) as s:
+        like = s.scalars(select(PoolRow).where(PoolRow.site == site, PoolRow.instance_type == instance_type)).first()
+        if like is None:
+            raise InvalidRequest(
+                f"{site} has no pool of instance type {instance_type!r}",
+                errors=[{"loc": ["body", "instance_type"], "msg": f"not sold at {site}"}],
+            )
+        pool = s.get(PoolRow, pool_id)
+        if pool is None:
+            pool = PoolRow(
+                id=pool_id,
+                site=site,
+                instance_type=instance_type,
+                capacity_type="reserved",
+                arch=like.arch,
+                vcpus=like.vcpus,
+                memory_gib=like.memory_gib,
+                gpus=like.gpus,
+                gpu_model=like.gpu_model,
+                price_per_hour=like.price_per_hour,
+                price_source=like.price_source,
+                price_as_of=like.price_as_of,
+            )
+            s.add(pool)
+        if pool.price_source != COMMITTED:
+            s.merge(
+                ListPriceRow(
+                    pool_id=pool_id,
+                    price_per_hour=pool.price_per_hour,
+                    source=pool.price_source,
+                    as_of=pool.price_as_of,
+                )
+            )
+        list_price = pool.price_per_hour if pool.price_source != COMMITTED else usd_per_hour
+        pool.price_per_hour, pool.max_nodes, pool.price_source = usd_per_hour, count, COMMITTED
+        pool.price_as_of = now.isoformat(timespec="seconds")
+        s.add(
+            PriceHistoryRow(
+                pool_id=pool_id,
+                price_per_hour=usd_per_hour,
+                list_price_per_hour=list_price,
+                source=COMMITTED,
+                effective_at=pool.price_as_of,
+                recorded_at=now,
+                refresh_id=note[:40] or None,
+            )
+        )
+        version = bump_version(s)
+    return {"pool": pool_id, "max_nodes": count, "price_per_hour": usd_per_hour, "catalog_version": version}
 
 
 def price_snapshot(

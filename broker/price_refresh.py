@@ -119,7 +119,8 @@ def write_feed(factory: sessionmaker[Session], feed: FeedResult, *, refresh_id: 
         rules = discount_rules(s)
         site_ids = {f"{feed.provider}:{r}" for r in feed.regions}
         q = select(PoolRow.id, PoolRow.instance_type, PoolRow.price_per_hour, PoolRow.vcpus, PoolRow.memory_gib)
-        q = q.add_columns(PoolRow.arch, PoolRow.gpus, PoolRow.gpu_model).where(PoolRow.site.in_(site_ids))
+        q = q.add_columns(PoolRow.arch, PoolRow.gpus, PoolRow.gpu_model, PoolRow.price_source)
+        q = q.where(PoolRow.site.in_(site_ids))
         existing: dict[str, Any] = {r[0]: r for r in s.execute(q)}
         # a new capacity type of a type the catalog knows (e.g. a first reserved offer) reuses its specs
         catalog_specs = {r[1]: InstanceSpec(r[1], r[3], r[4], r[5], r[6], r[7]) for r in existing.values()}
@@ -140,6 +141,8 @@ def write_feed(factory: sessionmaker[Session], feed: FeedResult, *, refresh_id: 
                 capacity_type=offer.capacity_type,
             )
             old = existing.get(offer.pool_id)
+            if old is not None and old[8] == "committed":  # bought capacity keeps its sunk price
+                continue
             if old is None:
                 spec = feed.specs.get(offer.instance_type) or catalog_specs.get(offer.instance_type)
                 if spec is None or offer.region in spec.restricted_regions:

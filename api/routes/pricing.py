@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker
 from broker.domain import CapacityType
-from broker.price_book import add_discount, list_discounts, pool_history, price_dates, stale_sources
+from broker.price_book import add_discount, commit_capacity, list_discounts, pool_history, price_dates, stale_sources
 from broker.price_jobs import RefreshJobs
 from broker.services import Broker
 
@@ -86,6 +86,21 @@ def post_discount(body: DiscountIn, broker: Annotated[Broker, Depends(get_broker
         capacity_types=[c.value for c in body.capacity_types],
         note=body.note,
     )
+
+
+class CommitmentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    site: str = Field(min_length=3, max_length=200, examples=["aws:eu-central-1"])
+    instance_type: str = Field(min_length=1, max_length=120, examples=["m6i.xlarge"])
+    count: int = Field(ge=0, le=1_000_000, description="nodes already bought")
+    usd_per_hour: float = Field(0.0, ge=0, description="marginal price still paid per node-hour (0 = sunk)")
+    note: str = Field("", max_length=40)
+
+
+@router.post("/pricing/commitments", status_code=201, responses=_PROBLEM)
+def post_commitment(body: CommitmentIn, broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
+    """Already-bought capacity: the site's reserved pool of that type becomes `count` nodes at a sunk price."""
+    return commit_capacity(broker.sessions, **body.model_dump())
 
 
 # registered before catalog's GET /v1/pools/{pool_id:path} (see api/routes/__init__.py)

@@ -114,3 +114,27 @@ def register(app: typer.Typer) -> None:
             note=note,
         )
         Console().print(f"discount rule {rule['id']} stored; {rule['repriced_pools']} pools re-priced")
+
+    @pricing_app.command("commit")
+    def commit_cmd(
+        site: Annotated[str, typer.Option(help="e.g. aws:eu-central-1")],
+        instance_type: Annotated[str, typer.Option(help="e.g. m6i.xlarge")],
+        count: Annotated[int, typer.Option(help="nodes already bought (reserved instances, committed nodes)")],
+        usd_per_hour: Annotated[float, typer.Option(help="marginal price still paid per node-hour; 0 = sunk")] = 0.0,
+    ) -> None:
+        """Record already-bought capacity; the solver fills it before buying anything."""
+        from broker.price_book import commit_capacity
+        from broker.services import Broker
+
+        try:
+            done = commit_capacity(
+                Broker.open(Settings()).sessions,
+                site=site,
+                instance_type=instance_type,
+                count=count,
+                usd_per_hour=usd_per_hour,
+            )
+        except InvalidRequest as exc:
+            Console(stderr=True).print(f"[red]invalid:[/red] {exc.detail}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        Console().print(f"{done['pool']}: {done['max_nodes']} committed nodes at {done['price_per_hour']:g} USD/h")

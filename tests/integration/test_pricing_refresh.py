@@ -207,3 +207,43 @@ def test_discount_rule_reprices_matching_pools_only(client):
     hist = client.get(f"/v1/pools/{d4}/history").json()["history"]
     assert hist[0]["list_price_per_hour"] == pytest.approx(list_price)
     assert [d["discount_pct"] for d in client.get("/v1/pricing/discounts").json()] == [20, 25]
+
+
+def _row(broker, pool_id: str):
+    with broker.sessions() as s:
+        return s.get(PoolRow, pool_id)
+
+
+def test_committed_capacity_is_sunk_bounded_and_left_alone_by_discounts_and_feeds(client, broker, azure_feed):
+    pool = "azure:westeurope/Standard_D4s_v5/reserved"
+    r = client.post(
+        "/v1/pricing/commitments",
+        json={"site": "azure:westeurope", "instance_type": "Standard_D4s_v5", "count": 3},
+    )
+    assert r.status_code == 201, r.text
+    row = _row(broker, pool)
+    assert (row.max_nodes, row.price_per_hour, row.price_source) == (3, 0.0, "committed")
+    assert (row.vcpus, row.memory_gib, row.arch) == (4, 16, "amd64")  # specs of the type at that site
+    client.post("/v1/pricing/discounts", json={"provider": "azure", "discount_pct": 30, "region": "westeurope"})
+    job = _wait(
+        client,
+        client.post(
+            "/v1/pricing/refresh", json={"provider": "azure", "regions": ["westeurope"], "endpoint": azure_feed.url}
+        ).headers["Location"],
+    )
+    assert job["status"] == "succeeded"
+    row = _row(broker, pool)
+    assert (row.max_nodes, row.price_per_hour, row.price_source) == (3, 0.0, "committed")
+    # the on-demand pool of the same type did get the discounted feed price
+    assert _price(client, "azure:westeurope/Standard_D4s_v5/ondemand") == pytest.approx(0.23 * 0.7, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"site": "azure:westeurope", "instance_type": "Standard_Nope", "count": 1},
+        {"site": "azure:westeurope", "instance_type": "Standard_D4s_v5", "count": -1},
+    ],
+)
+def test_commitment_rejects_unknown_types_and_negative_counts(client, body):
+    assert client.post("/v1/pricing/commitments", json=body).status_code == 422
