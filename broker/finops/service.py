@@ -20,10 +20,19 @@ from broker.services import Broker
 DEFAULT_WINDOW = timedelta(days=30)
 MAX_FOCUS_WINDOW = timedelta(days=366)
 LATEST = 15
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(2200, 1, 1, tzinfo=UTC)
+MAX_DASHBOARD_WINDOW = timedelta(days=5 * 366)
 
 
 def window(start: datetime | None, end: datetime | None, *, now: datetime | None = None) -> tuple[datetime, datetime]:
     """Resolve ?from=&to= (naive times are UTC): default the last 30 days up to now."""
+    for value, field in ((start, "from"), (end, "to")):
+        if value is not None and not EARLIEST <= store.utc(value) <= LATEST_TIME:
+            raise InvalidRequest(
+                f"'{field}' is outside {EARLIEST.year}-{LATEST_TIME.year}",
+                errors=[{"loc": ["query", field], "msg": "a time between 1970 and 2200"}],
+            )
     end = store.utc(end) if end is not None else (now or datetime.now(UTC))
     start = store.utc(start) if start is not None else end - DEFAULT_WINDOW
     if start >= end:
@@ -79,6 +88,11 @@ class FinOps:
         self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
     ) -> dict[str, Any]:
         lo, hi = window(start, end)
+        if hi - lo > MAX_DASHBOARD_WINDOW:
+            raise InvalidRequest(
+                "the dashboard shows at most five years",
+                errors=[{"loc": ["query", "from"], "msg": "a window of at most five years"}],
+            )
         entries, items = self._load(tenant, lo, hi)
         step = timedelta(days=1) if hi - lo <= timedelta(days=120) else timedelta(days=7)
         totals, by = summarize_by(entries, items, group_bys=("provider", "site", "tenant", "team"), start=lo, end=hi)

@@ -132,6 +132,7 @@ def test_savings_filters_by_tenant_and_window(client: TestClient, ledger: dict[s
         {"group_by": "color"},
         {"from": "2026-12-02T00:00:00Z", "to": "2026-12-01T00:00:00Z"},
         {"from": "yesterday"},
+        {"from": "0001-01-01T00:00:00Z"},
     ],
 )
 def test_bad_savings_queries_are_problem_documents(client: TestClient, params: dict[str, str]) -> None:
@@ -160,6 +161,11 @@ def test_focus_csv_and_parquet(client: TestClient, ledger: dict[str, Any]) -> No
     assert table.column_names == list(COLUMN_NAMES) and table.num_rows == len(rows)
     explicit = client.get("/v1/export/focus", params={**params, "format": "parquet"})
     assert pq.read_table(io.BytesIO(explicit.content)).num_rows == len(rows)
+
+
+def test_dashboard_data_rejects_a_window_over_five_years(client: TestClient, ledger: dict[str, Any]) -> None:
+    r = client.get("/v1/dashboard", params=_window(6 * 366))
+    assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json")
 
 
 def test_focus_export_rejects_a_window_over_a_year(client: TestClient, ledger: dict[str, Any]) -> None:
