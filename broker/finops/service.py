@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.errors import InvalidRequest
 from broker.finops import store
+from broker.finops.demand import actual_demand
 from broker.finops.focus import focus_rows
 from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize, summarize_by
 from broker.services import Broker
@@ -145,16 +146,15 @@ class FinOps:
     def _forecast(self, tenant: str | None, start: datetime, end: datetime) -> dict[str, Any]:
         """Forecast vs actual demand, from the forecasting area's service when it is installed."""
         try:
-            mod = importlib.import_module("broker.forecast.service")
+            fn = getattr(importlib.import_module("broker.forecast.service"), "forecast_vs_actual", None)
         except ImportError:
-            return {"available": False, "reason": "forecasting is not installed", "series": []}
-        fn = getattr(mod, "forecast_vs_actual", None)
+            fn = None
         if fn is None:
-            return {
-                "available": False,
-                "reason": "the forecasting service offers no forecast_vs_actual",
-                "series": [],
-            }
+            # no forecast to compare yet: show the actual demand the usage history records
+            actual = actual_demand(self.broker.sessions, tenant=tenant, start=start, end=end)
+            if not actual:
+                return {"available": False, "reason": "no usage history in this window", "series": []}
+            return {"available": True, "reason": "actual demand only: no forecast stored", "series": actual}
         try:
             data = fn(self.broker, tenant=tenant, start=start, end=end)
         except Exception as exc:  # another area's service must not take the dashboard down

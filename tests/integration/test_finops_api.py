@@ -189,3 +189,20 @@ def test_cli_export_focus(ledger: dict[str, Any], fin_db: str, monkeypatch: pyte
     assert pq.read_table(out).num_rows == len(rows)
     bad = runner.invoke(cli, ["export", "focus", "--from", "last tuesday"])
     assert bad.exit_code == 2
+
+
+def test_dashboard_shows_actual_demand_from_usage_history(
+    client: TestClient, fin_broker: Broker, ledger: dict[str, Any]
+) -> None:
+    from broker.db.forecast_models import UsageSampleRow
+
+    hour = int(NOW.timestamp()) // 3600 * 3600 - 5 * 3600
+    samples = [("a", hour, 2.0), ("a", hour + 1800, 4.0), ("b", hour, 10.0), ("a", hour + 3600, 1.0)]
+    with fin_broker.sessions.begin() as s:
+        s.add_all(UsageSampleRow(tenant="globex", series=n, metric="cpu", ts=t, value=v) for n, t, v in samples)
+    doc = client.get("/v1/dashboard", params={"tenant": "globex", **_window(2)}).json()["forecast"]
+    assert doc["available"] is True
+    # per bucket: each series' mean, summed across series
+    assert [p["actual"] for p in doc["series"]] == [pytest.approx(3.0 + 10.0), pytest.approx(1.0)]
+    other = client.get("/v1/dashboard", params={"tenant": "default", **_window(2)}).json()["forecast"]
+    assert other["available"] is False and other["series"] == []
