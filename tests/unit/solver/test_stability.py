@@ -1,0 +1,41 @@
+"""Re-plans move only what pays off: migration cost per moved replica and a cap on moves."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from broker.domain import Workload
+from broker.solver import solve
+
+from .checks import assert_valid
+from .synthetic import problem
+
+# running now on the dearest site's on-demand medium nodes (1.1 x the cheapest site's price)
+CURRENT = (("api", "aws:eu-central-1/medium/ondemand", 4),)
+
+
+def _replan(cost: float, max_moves: int | None):  # type: ignore[no-untyped-def]
+    p = problem([Workload("api", 4, 2, 8)])
+    req = dataclasses.replace(p.request, current=CURRENT, migration_cost_per_replica=cost, max_moves=max_moves)
+    p = dataclasses.replace(p, request=req)
+    res = solve(p, time_limit_s=10)
+    assert_valid(p, res)
+    stayed = sum(a.replicas for a in res.assignments if a.pool == CURRENT[0][1])
+    return res, stayed
+
+
+@pytest.mark.parametrize(
+    ("cost", "max_moves", "expect_stay"),
+    [
+        (0.0, None, 0),  # moving is free: go to the cheapest pool
+        (1000.0, None, 4),  # moving costs more than it saves over the horizon: stay
+        (0.0, 2, 2),  # free, but at most two replicas may move
+    ],
+)
+def test_replan_moves_only_what_pays_off(cost: float, max_moves: int | None, expect_stay: int) -> None:
+    res, stayed = _replan(cost, max_moves)
+    assert stayed == expect_stay
+    assert any(w.startswith(f"moves: {4 - expect_stay} of 4") for w in res.warnings)
+    assert res.lower_bound_per_hour <= res.objective_value + 1e-6
