@@ -139,14 +139,14 @@ class WorkloadIn(Strict):
             max_spot_fraction=self.max_spot_fraction,
             labels=dict(self.labels),
         )
+
+
 class CurrentIn(Strict):
     """One row of the running placement: replicas of a workload on a pool."""
 
     workload: Name
     pool: str = Field(min_length=3, max_length=300)
     replicas: int = Field(ge=1, le=100_000)
-
-
 
 
 class PlacementRequestIn(Strict):
