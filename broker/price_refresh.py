@@ -35,6 +35,7 @@ from broker.settings import Settings
 from pricing.discounts import DiscountRule, effective_price
 from pricing.offers import FeedResult, InstanceSpec
 from providers.base import FeedOptions, FeedUnavailable, PriceSource, Progress
+from providers.gcp import GcpPriceSource
 
 PROVIDERS = ("aws", "azure", "gcp")
 
@@ -247,12 +248,26 @@ def refresh(
     for name in names:
         wanted = provider_regions(factory, name, regions)
         source = sources(name) if sources else make_source(name, settings=settings, endpoint=endpoint)
+        if isinstance(source, GcpPriceSource) and not source.project:
+            source.fallback_specs = _catalog_specs(factory, name, wanted)  # price the types we know
         try:
             feed = source.fetch(wanted, progress)
             outcomes.append(write_feed(factory, feed, refresh_id=refresh_id))
         except FeedUnavailable as exc:
             outcomes.append(ProviderOutcome(name, ok=False, regions=wanted, error=str(exc)))
     return outcomes
+
+
+def _catalog_specs(
+    factory: sessionmaker[Session], provider: str, regions: Sequence[str]
+) -> dict[tuple[str, str], InstanceSpec]:
+    cols = (PoolRow.site, PoolRow.instance_type, PoolRow.vcpus, PoolRow.memory_gib, PoolRow.arch, PoolRow.gpus)
+    q = select(*cols, PoolRow.gpu_model).where(PoolRow.site.in_([f"{provider}:{r}" for r in regions]))
+    with factory() as s:
+        return {
+            (site.split(":", 1)[1], it): InstanceSpec(it, v, m, arch, g, gm)
+            for site, it, v, m, arch, g, gm in s.execute(q)
+        }
 
 
 def raise_if_failed(outcomes: Sequence[ProviderOutcome]) -> None:

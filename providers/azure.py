@@ -218,10 +218,13 @@ class AzurePriceSource:
             if self.management_endpoint:
                 kwargs["base_url"] = self.management_endpoint
             client = ComputeManagementClient(credential, str(self.subscription_id), **kwargs)
-            flt = " or ".join(f"location eq '{r}'" for r in regions) if len(regions) == 1 else None
+            # the API filters on one location only; for several regions it lists all and parse keeps them
+            flt = f"location eq '{regions[0]}'" if len(regions) == 1 else None
             # azure-core refuses bearer tokens over plain http (per request option); a loopback test
             # server or local TLS-terminating proxy is the one place where that is safe
-            options = {"enforce_https": False} if _is_loopback_http(self.management_endpoint or "") else {}
+            options: dict[str, Any] = (
+                {"enforce_https": False} if _is_loopback_http(self.management_endpoint or "") else {}
+            )
             skus = [s.as_dict() for s in client.resource_skus.list(filter=flt, **options)]  # REST field names
             return parse_resource_skus(skus)
         except (AzureError, MalformedResponse) as exc:

@@ -137,6 +137,8 @@ class GcpPriceSource:
         self.options = options or FeedOptions()
         self.project = project
         self.credentials = credentials
+        # (region, machine type) -> spec to price when no project is set (the catalog's own types)
+        self.fallback_specs: dict[tuple[str, str], InstanceSpec] = {}
 
     def _client_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"transport": "rest"}
@@ -170,7 +172,7 @@ class GcpPriceSource:
             rates = parse_skus(skus, regions)
             result.storage = parse_storage_skus(skus, regions)
             progress("gcp machine types", 1, 2)
-            specs: dict[tuple[str, str], InstanceSpec] = {}
+            specs: dict[tuple[str, str], InstanceSpec] = dict(self.fallback_specs)
             if self.project:  # machine types need a project; without one, catalog specs are used
                 machines = compute_v1.MachineTypesClient(**self._client_kwargs())
                 items = []

@@ -247,3 +247,30 @@ def test_committed_capacity_is_sunk_bounded_and_left_alone_by_discounts_and_feed
 )
 def test_commitment_rejects_unknown_types_and_negative_counts(client, body):
     assert client.post("/v1/pricing/commitments", json=body).status_code == 422
+
+
+def test_gcp_refresh_without_a_project_prices_the_catalogs_machine_types(broker):
+    """No project: no machine-type listing, so the catalog's own types are priced from the SKU rates."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from broker.price_refresh import refresh
+    from providers.base import FeedOptions
+    from providers.gcp import GcpPriceSource
+
+    with running_feed_server() as server:
+        server.route = lambda seen: (
+            200,
+            "application/json",
+            fixture_bytes(f"gcp/list_skus_{'page2' if seen.query.get('pageToken') else 'page1'}.json"),
+        )
+        source = GcpPriceSource(FeedOptions(endpoint=server.url, timeout_s=5), credentials=AnonymousCredentials())
+        (outcome,) = refresh(
+            broker.sessions, broker.settings, provider="gcp", regions=["europe-west1"], sources=lambda _: source
+        )
+    assert outcome.ok, outcome.error
+    assert not any("machineTypes" in s.path for s in server.seen)
+    row = _row(broker, "gcp:europe-west1/n2-standard-4/ondemand")
+    assert row.price_per_hour == pytest.approx(4 * 0.034773 + 16 * 0.004661, abs=1e-6)
+    assert _row(broker, "gcp:europe-west1/n2-standard-4/spot").price_per_hour == pytest.approx(
+        4 * 0.008359 + 16 * 0.00112, abs=1e-6
+    )
