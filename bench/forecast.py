@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from broker.forecast.evaluate import evaluate
-from broker.forecast.features import forecast_rows, series_features
+from broker.forecast.features import fast_forecast_rows
 from broker.forecast.history import Panel, parse_long_frame, regularize
 from broker.forecast.model import TrainParams
 
@@ -48,10 +48,7 @@ def inference_rate(ev_model: object, panel: Panel, horizon: int) -> float:
     started = time.perf_counter()
     rows = 0
     while time.perf_counter() - started < 2.0:
-        blocks = [
-            forecast_rows(series_features(y, panel.starts[i], panel.step_s, horizon), horizon)
-            for i, y in enumerate(panel.values)
-        ]
+        blocks = [fast_forecast_rows(y, panel.starts[i], panel.step_s, horizon)[0] for i, y in enumerate(panel.values)]
         x = np.vstack(blocks)
         ev_model.predict_matrix(x)
         rows += len(x)

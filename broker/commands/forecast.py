@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         horizon: Annotated[int, typer.Option(help="points held out at the end of every series")] = 288,
         predictions_out: Annotated[Path | None, typer.Option(help="write series_id,timestamp,p50,p95")] = None,
         metric: Annotated[str | None, typer.Option(help="metric to use when the file has several")] = None,
-        rounds: Annotated[int, typer.Option(help="boosting rounds")] = 300,
+        rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Hold out the last N points of each series, train on the rest, score model and baselines."""
         from broker.commands.usage import print_invalid
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
     def train_cmd(
         metric: Annotated[str, typer.Option(help="cpu or memory_gib")] = "cpu",
         horizon: Annotated[int, typer.Option(help="steps ahead (5 min each)")] = 288,
-        rounds: Annotated[int, typer.Option(help="boosting rounds")] = 300,
+        rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Train a new model version on all stored usage of a metric (scored on a hold-out first)."""
         from broker.forecast.model import TrainParams

@@ -108,6 +108,13 @@ def series_features(y_raw: FloatArray, start_s: int, step_s: int, horizon: int) 
         ]
     ).astype(np.float32)
 
+    slot = _slot_block(y, start_s, step_s, horizon)
+    return SeriesFeatures(scale, y, origin, slot)
+
+
+def _slot_block(y: FloatArray, start_s: int, step_s: int, horizon: int) -> npt.NDArray[np.float32]:
+    """Slot features for every index of y and `horizon` steps past its end (y already scaled)."""
+    day = steps_per_day(step_s)
     ext = np.concatenate((y, np.full(horizon, np.nan)))
     m = len(ext)
     lags = np.full((m, 7), np.nan)
@@ -128,10 +135,58 @@ def series_features(y_raw: FloatArray, start_s: int, step_s: int, horizon: int) 
     t = start_s + np.arange(m, dtype=np.int64) * step_s
     hour_of_day = (t % 86400) / 3600.0
     day_of_week = ((t // 86400) + 3) % 7  # 1970-01-01 was a Thursday; Monday = 0
-    slot = np.column_stack(
+    return np.column_stack(
         [lags, slot_median, slot_mean, slot_max, slot_std, yday_smooth, hour_of_day, day_of_week]
     ).astype(np.float32)
-    return SeriesFeatures(scale, y, origin, slot)
+
+
+def _origin_at_end(y: FloatArray, day: int) -> npt.NDArray[np.float32]:
+    """ORIGIN_FEATURES at the last index only, equal to series_features' rolling values there."""
+    hour = max(1, day // 24)
+
+    def tail(k: int, back: int = 0) -> FloatArray:
+        end = len(y) - back
+        return y[max(0, end - k) : end]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        d1 = tail(day)
+        prev = np.nanmean(tail(hour, day)) if len(y) > day else np.nan
+        row = [
+            y[-1],
+            np.nanmean(tail(hour)),
+            np.nanmean(tail(6 * hour)),
+            np.nanmean(d1),
+            np.nanstd(d1, ddof=1) if np.isfinite(d1).sum() > 1 else np.nan,
+            np.nanmedian(d1),
+            np.nanquantile(d1, 0.9),
+            np.nanmax(d1),
+            np.nanmean(tail(hour)) - prev,
+            np.nanmedian(tail(3 * day)),
+            np.nanmedian(tail(7 * day)),
+            np.nanquantile(tail(7 * day), 0.9),
+        ]
+    return np.asarray(row, dtype=np.float32)
+
+
+def fast_forecast_rows(
+    y_raw: FloatArray, start_s: int, step_s: int, horizon: int
+) -> tuple[npt.NDArray[np.float32], float]:
+    """forecast_rows(series_features(...)) without rolling over the whole history: (rows, scale).
+
+    Batch inference computes the origin features once, at the end, and slot features only
+    for the last week plus the horizon."""
+    day = steps_per_day(step_s)
+    scale = series_scale(y_raw)
+    y = y_raw / scale
+    keep = min(len(y), 7 * day + 8)
+    tail_start = start_s + (len(y) - keep) * step_s
+    slot = _slot_block(y[len(y) - keep :], tail_start, step_s, horizon)[keep:]
+    origin = np.repeat(_origin_at_end(y, day)[None, :], horizon, axis=0)
+    head = np.column_stack([np.arange(1, horizon + 1) / float(horizon), np.full(horizon, np.log1p(scale))]).astype(
+        np.float32
+    )
+    return np.hstack([head, origin, slot]), scale
 
 
 def gather(sf: SeriesFeatures, origins: IntArray, horizons: IntArray, horizon: int) -> npt.NDArray[np.float32]:

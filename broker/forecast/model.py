@@ -23,7 +23,7 @@ import xgboost as xgb
 from broker.forecast import baselines
 from broker.forecast.features import (
     FEATURES,
-    forecast_rows,
+    fast_forecast_rows,
     series_features,
     steps_per_day,
     training_rows,
@@ -35,15 +35,17 @@ QUANTILES = (0.5, 0.95)
 
 @dataclass(frozen=True)
 class TrainParams:
-    rounds: int = 300
+    # measured on the shared traces (docs/forecast.md): a lighter model generalises better to a
+    # held-out day than 120 rounds on 400k rows (Bitbrains 0.48 vs 0.52 x seasonal-naive)
+    rounds: int = 60
     max_depth: int = 7
-    learning_rate: float = 0.08
+    learning_rate: float = 0.15
     min_child_weight: float = 20.0
     subsample: float = 0.8
     colsample_bytree: float = 0.8
     max_bin: int = 128
     per_point: int = 1  # random horizons per observed target
-    max_rows: int = 600_000  # training rows are subsampled above this (time budget)
+    max_rows: int = 200_000  # training rows are subsampled above this (time and generalisation)
     nthread: int = 2
     seed: int = 0
     weight_by_scale: bool = True
@@ -94,9 +96,9 @@ class ForecastModel:
                 p95 = np.maximum(p95, float(np.nanmax(y)) if np.isfinite(y).any() else 0.0)
                 out[i] = Forecast(panel.ids[i], p50, p95, "fallback:last_value")
                 continue
-            sf = series_features(y, panel.starts[i], panel.step_s, h)
-            blocks.append(forecast_rows(sf, h))
-            scales.append(sf.scale)
+            rows, scale = fast_forecast_rows(y, panel.starts[i], panel.step_s, h)
+            blocks.append(rows)
+            scales.append(scale)
             served.append(i)
         if blocks:
             pred = self.predict_matrix(np.vstack(blocks)).astype(np.float64)
@@ -182,7 +184,8 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
             "subsample": params.subsample,
             "colsample_bytree": params.colsample_bytree,
             "max_bin": params.max_bin,
-            "nthread": params.nthread,
+            # small jobs: one thread; OpenMP barriers cost more than they save on a busy host
+            "nthread": params.nthread if len(y) >= 50_000 else 1,
             "seed": params.seed,
         },
         dtrain,

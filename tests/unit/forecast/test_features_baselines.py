@@ -95,3 +95,14 @@ def test_sizing(
     )
     assert r.forecast == pytest.approx(expected)
     assert r.p95_peak == pytest.approx(peak)
+
+
+@pytest.mark.parametrize("n_days", [1.5, 3, 9])
+def test_fast_inference_rows_equal_the_training_features(n_days: float) -> None:
+    from broker.forecast.features import fast_forecast_rows
+
+    y = np.random.default_rng(4).gamma(2.0, 5.0, size=int(n_days * DAY))
+    y[40:60] = np.nan
+    fast, _scale = fast_forecast_rows(y, 1_700_000_000, 300, DAY)
+    slow = forecast_rows(series_features(y, 1_700_000_000, 300, DAY), DAY)
+    np.testing.assert_allclose(fast, slow, rtol=1e-4, atol=1e-5, equal_nan=True)
