@@ -112,8 +112,11 @@ def series_features(y_raw: FloatArray, start_s: int, step_s: int, horizon: int) 
     return SeriesFeatures(scale, y, origin, slot)
 
 
-def _slot_block(y: FloatArray, start_s: int, step_s: int, horizon: int) -> npt.NDArray[np.float32]:
-    """Slot features for every index of y and `horizon` steps past its end (y already scaled)."""
+def _slot_block(
+    y: FloatArray, start_s: int, step_s: int, horizon: int, last: int | None = None
+) -> npt.NDArray[np.float32]:
+    """Slot features for every index of y and `horizon` steps past its end (y already scaled);
+    only the final `last` rows when given (batch inference needs just the horizon)."""
     day = steps_per_day(step_s)
     ext = np.concatenate((y, np.full(horizon, np.nan)))
     m = len(ext)
@@ -122,6 +125,8 @@ def _slot_block(y: FloatArray, start_s: int, step_s: int, horizon: int) -> npt.N
         k = d * day
         if k < m:
             lags[k:, d - 1] = ext[: m - k]
+    first = 0 if last is None else m - last
+    lags = lags[first:]
     with warnings.catch_warnings():  # all-NaN slots (too little history) are expected: NaN out
         warnings.simplefilter("ignore", RuntimeWarning)
         slot_median = np.nanmedian(lags, axis=1)
@@ -132,7 +137,8 @@ def _slot_block(y: FloatArray, start_s: int, step_s: int, horizon: int) -> npt.N
     yday_smooth = np.full(m, np.nan)
     if day < m:
         yday_smooth[day:] = smooth[: m - day]
-    t = start_s + np.arange(m, dtype=np.int64) * step_s
+    yday_smooth = yday_smooth[first:]
+    t = start_s + np.arange(first, m, dtype=np.int64) * step_s
     hour_of_day = (t % 86400) / 3600.0
     day_of_week = ((t // 86400) + 3) % 7  # 1970-01-01 was a Thursday; Monday = 0
     return np.column_stack(
@@ -181,7 +187,7 @@ def fast_forecast_rows(
     y = y_raw / scale
     keep = min(len(y), 7 * day + 8)
     tail_start = start_s + (len(y) - keep) * step_s
-    slot = _slot_block(y[len(y) - keep :], tail_start, step_s, horizon)[keep:]
+    slot = _slot_block(y[len(y) - keep :], tail_start, step_s, horizon, last=horizon)
     origin = np.repeat(_origin_at_end(y, day)[None, :], horizon, axis=0)
     head = np.column_stack([np.arange(1, horizon + 1) / float(horizon), np.full(horizon, np.log1p(scale))]).astype(
         np.float32
