@@ -1,8 +1,9 @@
 """One global XGBoost model across series: direct multi-horizon, quantiles p50 and p95.
 
 Direct (the horizon is a feature and every row is anchored at a real origin) rather
-than recursive: a recursive 288-step roll-out feeds its own p50 back and flattens the
-daily pattern; docs/forecast.md has the measured comparison.
+than recursive: a recursive 288-step roll-out would feed its own p50 back 288 times and
+needs 288 sequential predictions; direct needs one batch. (Not measured against a
+recursive variant here; see docs/forecast.md.)
 
 Rows are weighted by the series scale: the pinball loss is homogeneous, so the loss on
 scaled values times the scale equals the loss in original units, which is what MAE
