@@ -181,6 +181,7 @@ def install(app: FastAPI) -> None:
     app.add_middleware(AuthMiddleware, settings=settings, keys=app.state.keys)
     app.add_middleware(ServiceMiddleware, settings=settings)
 
+    _document_service_responses(app)
     inner = app.router.lifespan_context
 
     @asynccontextmanager
@@ -196,6 +197,50 @@ def install(app: FastAPI) -> None:
 
 
 _GAUGE: Any = None
+_SERVICE_RESPONSES = {
+    "401": "no, an unknown or a revoked API key",
+    "403": "the API key's role may not do this",
+    "413": "the request body is larger than BROKER_MAX_BODY_BYTES",
+    "429": "the API key's rate limit is exhausted (Retry-After says when to retry)",
+    "504": "the request took longer than BROKER_REQUEST_TIMEOUT_S",
+}
+
+
+def _document_service_responses(app: FastAPI) -> None:
+    """Add the answers the service layer can give on any operation to the OpenAPI document."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = {
+            "type": "object",
+            "description": "RFC 9457 problem details",
+            "properties": {
+                "type": {"type": "string"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "instance": {"type": "string"},
+            },
+            "required": ["type", "title", "status"],
+        }
+        for ops in schema.get("paths", {}).values():
+            for method, op in ops.items():
+                responses = op.setdefault("responses", {})
+                codes = dict(_SERVICE_RESPONSES)
+                if method == "post":
+                    codes["409"] = "Idempotency-Key reused with another body, or its first request still runs"
+                for code, why in codes.items():
+                    responses.setdefault(code, {"description": why, "content": problem})
+                # every other error is a problem document too (placement-api.md, Errors)
+                responses.setdefault("default", {"description": "error (problem+json)", "content": problem})
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _queue_depth() -> Any:

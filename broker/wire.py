@@ -78,8 +78,9 @@ class InlineResidency(Strict):
 class WorkloadIn(Strict):
     name: Name
     replicas: int = Field(ge=1, le=100_000)
-    cpu: float = Field(gt=0, le=1024)
-    memory_gib: float = Field(gt=0, le=32_768)
+    # floors of 1 millicore and ~1 MiB: smaller positive values overflowed the solver (a 5xx)
+    cpu: float = Field(ge=0.001, le=1024)
+    memory_gib: float = Field(ge=0.001, le=32_768)
     gpus: float = Field(0, ge=0, le=64)
     gpu_model: str | None = Field(None, max_length=80)
     arch: list[Arch] = Field(default_factory=lambda: [Arch.AMD64], min_length=1)
