@@ -46,9 +46,13 @@ class InProcessQueue:
     def __init__(self, broker: Broker, *, threads: int = 1) -> None:
         self._broker = broker
         self._store = JobStore(broker.sessions)
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="broker-job")
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
 
     def enqueue(self, job_id: str) -> None:
+        # created on first use, and again after close(): an app may be started and stopped repeatedly
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="broker-job")
         self._pool.submit(self._run, job_id)
 
     def _run(self, job_id: str) -> None:
@@ -68,7 +72,9 @@ class InProcessQueue:
 
     def close(self) -> None:
         # queued jobs stay "queued" in the database and are recovered by the next start
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class RedisQueue:
