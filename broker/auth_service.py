@@ -113,11 +113,7 @@ class KeyStore:
         with self._sessions() as s:
             row = s.get(ApiKeyRow, key_id)
             principal = None
-            if (
-                row is not None
-                and row.revoked_at is None
-                and hmac.compare_digest(row.secret_sha256, _sha(secret))
-            ):
+            if row is not None and row.revoked_at is None and hmac.compare_digest(row.secret_sha256, _sha(secret)):
                 principal = Principal(tenant=row.tenant, role=Role[row.role], key_id=row.id)
         with self._lock:
             if len(self._cache) > 10_000:
@@ -127,9 +123,7 @@ class KeyStore:
 
     def list_keys(self, *, tenant: str) -> list[dict[str, Any]]:
         with self._sessions() as s:
-            rows = s.scalars(
-                select(ApiKeyRow).where(ApiKeyRow.tenant == tenant).order_by(ApiKeyRow.created_at)
-            )
+            rows = s.scalars(select(ApiKeyRow).where(ApiKeyRow.tenant == tenant).order_by(ApiKeyRow.created_at))
             return [_describe(r) for r in rows]
 
     def revoke(self, key_id: str, *, tenant: str) -> dict[str, Any]:

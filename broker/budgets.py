@@ -109,9 +109,7 @@ class Budgets:
 
 
 def _used(s: Session, tenant: str, team: str | None, *, exclude_name: str | None) -> float:
-    q = select(func.coalesce(func.sum(CommitmentRow.cost_per_month), 0.0)).where(
-        CommitmentRow.tenant == tenant
-    )
+    q = select(func.coalesce(func.sum(CommitmentRow.cost_per_month), 0.0)).where(CommitmentRow.tenant == tenant)
     if team:
         q = q.where(CommitmentRow.team == team)
     if exclude_name is not None:

@@ -76,8 +76,6 @@ def configure_logging(fmt: str = "json", level: int = logging.INFO) -> None:
             )
         )
     else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
-        )
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)

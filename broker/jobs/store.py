@@ -79,9 +79,7 @@ class JobStore:
         with self._sessions() as s:
             q = select(JobRow).where(JobRow.tenant == tenant)
             total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-            rows = s.scalars(
-                q.order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit).offset(offset)
-            )
+            rows = s.scalars(q.order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit).offset(offset))
             return [describe(r) for r in rows], int(total)
 
     def pending_ids(self) -> list[str]:

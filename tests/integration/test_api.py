@@ -88,9 +88,7 @@ def test_latency_measured_and_estimated(shared_client: TestClient) -> None:
         ({"from": "aws:eu-central-1", "to": "geo:abc"}, "to"),
     ],
 )
-def test_latency_bad_input_is_problem_json(
-    shared_client: TestClient, params: dict[str, str], field: str
-) -> None:
+def test_latency_bad_input_is_problem_json(shared_client: TestClient, params: dict[str, str], field: str) -> None:
     r = shared_client.get("/v1/latency", params=params)
     assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["errors"][0]["loc"] == ["query", field]
@@ -123,11 +121,7 @@ def test_place_dry_run_follows_the_contract(shared_client: TestClient) -> None:
         assert a["latency_ms"]["eu-users"] <= 40
         assert a["explanation"]["next_best"]
     assert len({a["site"] for a in doc["assignments"] if a["workload"] == "checkout-api"}) >= 2
-    total = (
-        sum(n["cost_per_hour"] for n in doc["nodes"])
-        + doc["egress_cost_per_hour"]
-        + doc["storage_cost_per_hour"]
-    )
+    total = sum(n["cost_per_hour"] for n in doc["nodes"]) + doc["egress_cost_per_hour"] + doc["storage_cost_per_hour"]
     assert doc["cost_per_hour"] == pytest.approx(total, abs=1e-5)
     assert doc["storage_cost_per_hour"] > 0  # 50 GiB ssd + 500 GiB premium per replica
     assert doc["lower_bound_per_hour"] <= doc["cost_per_hour"]

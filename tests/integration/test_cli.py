@@ -121,9 +121,7 @@ def server(env: str) -> Iterator[str]:
 
 
 def test_place_against_a_server(server: str) -> None:
-    r = runner.invoke(
-        app, ["place", "-f", str(EXAMPLES / "checkout.yaml"), "--server", server, "--format", "json"]
-    )
+    r = runner.invoke(app, ["place", "-f", str(EXAMPLES / "checkout.yaml"), "--server", server, "--format", "json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["cost_per_hour"] > 0
     bad = runner.invoke(app, ["place", "-f", str(EXAMPLES / "impossible.yaml"), "--server", server])
