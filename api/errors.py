@@ -82,20 +82,14 @@ def install(app: FastAPI) -> None:
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = _clean(list(exc.errors()))
         where = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors[:3])
-        return problem(
-            422, "Invalid request", f"invalid field(s): {where}", "invalid-request", request, errors=errors
-        )
+        return problem(422, "Invalid request", f"invalid field(s): {where}", "invalid-request", request, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        title = {404: "Not found", 405: "Method not allowed", 413: "Request too large"}.get(
-            exc.status_code, "Error"
-        )
+        title = {404: "Not found", 405: "Method not allowed", 413: "Request too large"}.get(exc.status_code, "Error")
         return problem(exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), request)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", request.url.path)
-        return problem(
-            500, "Internal error", "an unexpected error occurred; it has been logged", "internal", request
-        )
+        return problem(500, "Internal error", "an unexpected error occurred; it has been logged", "internal", request)

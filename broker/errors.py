@@ -52,8 +52,6 @@ class PricingUnavailable(BrokerError):
 
     def __init__(self, provider: str, region: str | None = None, detail: str = "") -> None:
         where = f"{provider}:{region}" if region else provider
-        super().__init__(
-            detail or f"prices for {where} could not be fetched", provider=provider, region=region
-        )
+        super().__init__(detail or f"prices for {where} could not be fetched", provider=provider, region=region)
         self.provider = provider
         self.region = region

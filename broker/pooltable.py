@@ -124,9 +124,7 @@ def _dominated(
         return out
     keys: dict[tuple[int, int, int, str], list[int]] = {}
     for i in range(n):
-        keys.setdefault((int(site_idx[i]), int(cap_idx[i]), int(arch_idx[i]), str(gpu_model[i])), []).append(
-            i
-        )
+        keys.setdefault((int(site_idx[i]), int(cap_idx[i]), int(arch_idx[i]), str(gpu_model[i])), []).append(i)
     for members in keys.values():
         if len(members) < 2:
             continue

@@ -124,9 +124,7 @@ def resolve_policy(value: str | Mapping[str, Any]) -> ResidencyPolicy:
         raise ValueError(f"residency: expected a policy name or an object, got {type(value).__name__}")
     unknown = sorted(str(k) for k in value if k not in INLINE_KEYS)
     if unknown:
-        raise ValueError(
-            f"residency: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(INLINE_KEYS)}"
-        )
+        raise ValueError(f"residency: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(INLINE_KEYS)}")
     allowed = _codes(
         "allowed_countries",
         value.get("allowed_countries", ()),

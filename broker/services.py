@@ -125,9 +125,9 @@ class Broker:
         out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
+        out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
         if rightsizing is not None:  # declared vs forecast-sized requests, both priced
             out["rightsizing"] = rightsizing.section(problem, float(out["cost_per_hour"]), request.time_limit_s)
-        out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
         cost = float(out["cost_per_hour"])
         if request.dry_run:
             with self.sessions() as s:
@@ -160,22 +160,6 @@ class Broker:
         observe_placement(out, stored=True)
         return out, True
 
-    def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> dict[str, Any]:
-        from broker.price_book import price_snapshot
-
-        t = cat.table
-        used = {pid: t.pools[t.pool_index[pid]] for pid in pool_ids if pid in t.pool_index}
-        return price_snapshot(
-            cat.version,
-            {pid: (p.price_per_hour, p.price_source, p.price_as_of) for pid, p in used.items()},
-            stale_after_days=self.settings.price_stale_after_days,
-        )
-
-    def _check_references(self, req: PlacementRequestIn, cat: Catalog) -> None:
-        errors = []
-        for i, u in enumerate(req.user_regions):
-            if u.site is not None and u.site not in cat.sites:
-                errors.append({"loc": ["body", "user_regions", i, "site"], "msg": f"unknown site {u.site!r}"})
     def pareto(self, doc: PlacementRequestIn | Any) -> dict[str, Any]:
         """Cost-latency and cost-carbon Pareto fronts of a request, each point a full placement."""
         from broker.solver.pareto import pareto_fronts
@@ -208,6 +192,22 @@ class Broker:
             for name, points in fronts.items()
         }
 
+    def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> dict[str, Any]:
+        from broker.price_book import price_snapshot
+
+        t = cat.table
+        used = {pid: t.pools[t.pool_index[pid]] for pid in pool_ids if pid in t.pool_index}
+        return price_snapshot(
+            cat.version,
+            {pid: (p.price_per_hour, p.price_source, p.price_as_of) for pid, p in used.items()},
+            stale_after_days=self.settings.price_stale_after_days,
+        )
+
+    def _check_references(self, req: PlacementRequestIn, cat: Catalog) -> None:
+        errors = []
+        for i, u in enumerate(req.user_regions):
+            if u.site is not None and u.site not in cat.sites:
+                errors.append({"loc": ["body", "user_regions", i, "site"], "msg": f"unknown site {u.site!r}"})
         if errors:
             raise InvalidRequest("the placement request names unknown sites", errors=errors)
 

@@ -118,9 +118,7 @@ class WorkloadIn(Strict):
     def to_domain(self) -> Workload:
         res = None
         if self.residency is not None:
-            res = resolve_policy(
-                self.residency if isinstance(self.residency, str) else self.residency.model_dump()
-            )
+            res = resolve_policy(self.residency if isinstance(self.residency, str) else self.residency.model_dump())
         return Workload(
             name=self.name,
             replicas=self.replicas,
@@ -158,12 +156,12 @@ class PlacementRequestIn(Strict):
     objective: ObjectiveIn = Field(default_factory=ObjectiveIn)
     user_regions: list[UserRegionIn] = Field(default_factory=list)
     workloads: list[WorkloadIn] = Field(min_length=1)
+    dry_run: bool = False
+    time_limit_s: float = Field(10.0, gt=0, le=600)
     # stability (docs/solver.md): re-plan moving only what pays off
     current: list[CurrentIn] = Field(default_factory=list)
     migration_cost_per_replica: float = Field(0.0, ge=0, le=1_000_000)
     max_moves: int | None = Field(None, ge=0)
-    dry_run: bool = False
-    time_limit_s: float = Field(10.0, gt=0, le=600)
     # production service (docs/operations.md): budget scope, budget override, async job
     team: Name | None = None
     allow_over_budget: bool = False
@@ -176,11 +174,11 @@ class PlacementRequestIn(Strict):
             user_regions=tuple(UserRegion(u.name, u.lat, u.lon, u.site) for u in self.user_regions),
             horizon_hours=self.horizon_hours,
             objective=Objective(self.objective.cost, self.objective.latency, self.objective.carbon),
+            dry_run=self.dry_run,
+            time_limit_s=self.time_limit_s,
             current=tuple((c.workload, c.pool, c.replicas) for c in self.current),
             migration_cost_per_replica=self.migration_cost_per_replica,
             max_moves=self.max_moves,
-            dry_run=self.dry_run,
-            time_limit_s=self.time_limit_s,
         )
 
 
@@ -235,9 +233,9 @@ class PlacementOut(BaseModel):
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
-    rightsizing: RightsizingOut | None = None
     # catalog version and each used pool's price, source and date; stale_pools older than the limit
     price_snapshot: dict[str, Any] | None = None
+    rightsizing: RightsizingOut | None = None
     budget: list[dict[str, Any]] | None = None  # the tenant's budgets this placement counts against
 
 

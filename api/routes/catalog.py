@@ -74,9 +74,7 @@ def list_pools(
     if instance_type is not None:
         pools = [p for p in pools if p.instance_type == instance_type]
     page = pools[offset : offset + limit]
-    return PoolPage(
-        items=[PoolOut.from_domain(p) for p in page], total=len(pools), limit=limit, offset=offset
-    )
+    return PoolPage(items=[PoolOut.from_domain(p) for p in page], total=len(pools), limit=limit, offset=offset)
 
 
 @router.get("/pools/{pool_id:path}", response_model=PoolOut)
@@ -96,9 +94,7 @@ def latency(
 ) -> dict[str, Any]:
     cat = broker.catalog()
     if from_ not in cat.sites:
-        raise InvalidRequest(
-            f"unknown site {from_!r}", errors=[{"loc": ["query", "from"], "msg": "unknown site"}]
-        )
+        raise InvalidRequest(f"unknown site {from_!r}", errors=[{"loc": ["query", "from"], "msg": "unknown site"}])
     dst: str | tuple[float, float]
     if to.startswith("geo:"):
         try:
