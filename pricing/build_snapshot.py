@@ -226,8 +226,7 @@ def build_sites(data: Path, rep: Report) -> list[dict[str, str]]:
     regions = read_csv_str(data / "regions" / "regions.csv")
     eea = load_eea(data)
     reg: dict[tuple[str, str], dict[str, str]] = {
-        (str(r["provider"]), str(r["region"])): {k: str(v) for k, v in r.items()}
-        for r in regions.to_dict("records")
+        (str(r["provider"]), str(r["region"])): {k: str(v) for k, v in r.items()} for r in regions.to_dict("records")
     }
     aws = read_csv_str(data / "pricing" / "aws_ec2_linux_prices.csv")
     azure = read_csv_str(data / "pricing" / "azure_vms.csv")
@@ -242,9 +241,7 @@ def build_sites(data: Path, rep: Report) -> list[dict[str, str]]:
 
     carbon_aws = ccf_factors(data / "carbon" / "ccf_grid_emissions_factors_aws.csv", rep)
     carbon_az_by_name = ccf_factors(data / "carbon" / "ccf_grid_emissions_factors_azure.csv", rep)
-    az_name_to_code = {
-        v["display_name"]: k[1] for k, v in reg.items() if k[0] == "azure" and v["display_name"]
-    }
+    az_name_to_code = {v["display_name"]: k[1] for k, v in reg.items() if k[0] == "azure" and v["display_name"]}
     carbon_az: dict[str, tuple[Decimal, str]] = {}
     for name, val in carbon_az_by_name.items():
         code = az_name_to_code.get(name)
@@ -273,9 +270,7 @@ def build_sites(data: Path, rep: Report) -> list[dict[str, str]]:
         elif provider == "azure" and region in carbon_az:
             aval, note = carbon_az[region]
             carbon = dec_str(aval)
-            source = "ccf_grid_emissions_factors_azure.csv (CCF, 2023-05)" + (
-                "; repaired row" if note else ""
-            )
+            source = "ccf_grid_emissions_factors_azure.csv (CCF, 2023-05)" + ("; repaired row" if note else "")
         sites.append(
             {
                 "id": f"{provider}:{region}",
@@ -284,9 +279,7 @@ def build_sites(data: Path, rep: Report) -> list[dict[str, str]]:
                 "region": region,
                 "name": meta["display_name"],
                 "country": iso2,
-                "jurisdictions": jurisdictions(
-                    iso2, meta["in_eu"].lower() == "true", meta["in_eea"].lower() == "true"
-                ),
+                "jurisdictions": jurisdictions(iso2, meta["in_eu"].lower() == "true", meta["in_eea"].lower() == "true"),
                 "lat": meta["lat"],
                 "lon": meta["lon"],
                 "carbon_g_per_kwh": carbon,
@@ -382,9 +375,7 @@ def build_aws_pools(data: Path, site_ids: set[str], rep: Report) -> list[dict[st
         r1 = str(r["price_reserved_1yr_allupfront_usd_hr"])
         r3 = str(r["price_reserved_3yr_allupfront_usd_hr"])
         if positive_price(r1):
-            out.append(
-                _pool(*args, "reserved", *spec, r1, "aws", AWS_AS_OF, r3 if positive_price(r3) else "")
-            )
+            out.append(_pool(*args, "reserved", *spec, r1, "aws", AWS_AS_OF, r3 if positive_price(r3) else ""))
     rep.note(f"pools: aws rows skipped because their location is not a site: {skipped_site}")
     return out
 
@@ -839,9 +830,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_lat = write_csv(out / "latency.csv", LATENCY_COLUMNS, latency)
     n_eg = write_csv(out / "egress.csv", ["src", "dst", "usd_per_gb"], egress)
     n_ie = write_csv(out / "internet_egress.csv", ["site", "usd_per_gb"], inet)
-    n_st = write_csv(
-        out / "storage.csv", ["provider", "tier", "usd_per_gb_month", "product", "source"], storage
-    )
+    n_st = write_csv(out / "storage.csv", ["provider", "tier", "usd_per_gb_month", "product", "source"], storage)
 
     summary: list[str] = []
 
@@ -852,17 +841,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n== snapshot summary ==")
     say(
         f"sites {n_sites}: "
-        + ", ".join(
-            f"{k[0]}/{k[1]}={v}"
-            for k, v in sorted(Counter((s["provider"], s["kind"]) for s in sites).items())
-        )
+        + ", ".join(f"{k[0]}/{k[1]}={v}" for k, v in sorted(Counter((s["provider"], s["kind"]) for s in sites).items()))
     )
     say(f"sites with carbon: {sum(1 for s in sites if s['carbon_g_per_kwh'])}")
     say(f"pools {n_pools}:")
     for key in ("price_source", "capacity_type", "arch"):
-        say(
-            f"  by {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(Counter(p[key] for p in pools).items()))
-        )
+        say(f"  by {key}: " + ", ".join(f"{k}={v}" for k, v in sorted(Counter(p[key] for p in pools).items())))
     say(
         "  by provider/capacity: "
         + ", ".join(

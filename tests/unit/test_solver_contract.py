@@ -165,20 +165,14 @@ def check(p: PlacementProblem, r: PlacementResult) -> None:
     for pid, ld in load.items():
         pool = pools[pid]
         n = counts[pid]
-        assert (
-            ld[0] <= n * pool.vcpus + 1e-6
-            and ld[1] <= n * pool.memory_gib + 1e-6
-            and ld[2] <= n * pool.gpus + 1e-6
-        )
+        assert ld[0] <= n * pool.vcpus + 1e-6 and ld[1] <= n * pool.memory_gib + 1e-6 and ld[2] <= n * pool.gpus + 1e-6
         if pool.max_nodes is not None:
             assert n <= pool.max_nodes
     for node in r.nodes:
         assert node.pool in load, "nodes provisioned in a pool nobody uses"
         assert node.cost_per_hour == pytest.approx(node.count * pools[node.pool].price_per_hour, abs=1e-6)
         node_cost += node.cost_per_hour
-    assert r.cost_per_hour == pytest.approx(
-        node_cost + r.egress_cost_per_hour + r.storage_cost_per_hour, abs=1e-5
-    )
+    assert r.cost_per_hour == pytest.approx(node_cost + r.egress_cost_per_hour + r.storage_cost_per_hour, abs=1e-5)
     assert r.lower_bound_per_hour <= r.cost_per_hour + 1e-6
     assert r.status in ("optimal", "feasible")
     if r.status == "optimal":
@@ -217,9 +211,7 @@ def test_capacity_types_default_excludes_spot_and_listing_spot_uses_it() -> None
 
 
 def test_max_spot_fraction_caps_spot_replicas() -> None:
-    p = problem(
-        wl(replicas=4, capacity_types=(CapacityType.ONDEMAND, CapacityType.SPOT), max_spot_fraction=0.5)
-    )
+    p = problem(wl(replicas=4, capacity_types=(CapacityType.ONDEMAND, CapacityType.SPOT), max_spot_fraction=0.5))
     r = solve(p)
     check(p, r)
     assert sum(a.replicas for a in r.assignments if a.pool.endswith("/spot")) == 2
@@ -258,17 +250,13 @@ def test_owned_capacity_is_used_first_and_never_exceeded() -> None:
     assert sum(n.count for n in r.nodes if n.pool.startswith("private:")) == 3
     assert sum(a.replicas for a in r.assignments if a.site == "private:fra-dc1") == 9
     assert any(
-        "capacity:private:fra-dc1/r740/reserved max_nodes=3" in b
-        for a in r.assignments
-        for b in a.explanation.binding
+        "capacity:private:fra-dc1/r740/reserved max_nodes=3" in b for a in r.assignments for b in a.explanation.binding
     )
 
 
 def test_egress_pulls_dependent_workloads_together() -> None:
     heavy = Dependency("db", gib_per_hour=500.0)
-    p = problem(
-        wl("api", replicas=2, depends_on=(heavy,)), wl("db", replicas=1, cpu=2, memory_gib=4, residency=GDPR)
-    )
+    p = problem(wl("api", replicas=2, depends_on=(heavy,)), wl("db", replicas=1, cpu=2, memory_gib=4, residency=GDPR))
     r = solve(p)
     check(p, r)
     assert {a.site for a in r.assignments if a.workload == "api"} == {
