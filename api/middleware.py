@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.middleware_problems import send_problem
+from api.middleware_problems import replay_body, send_problem
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
 
@@ -59,7 +59,7 @@ class ServiceMiddleware:
                 if body is None:
                     await self._too_large(scope, send_wrapped)
                     return
-                receive = _replay(body)
+                receive = replay_body(body)
             try:
                 await asyncio.wait_for(self.app(scope, receive, send_wrapped), timeout=self.timeout)
             except TimeoutError:
@@ -132,19 +132,6 @@ async def _read_limited(receive: Receive, limit: int) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    return receive
 
 
 async def metrics(request: Request) -> Response:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import principal_of
-from api.middleware_problems import send_problem
+from api.middleware_problems import replay_body, send_problem
 from broker.idempotency import IdempotencyStore, Stored
 
 KEPT_HEADERS = (b"content-type", b"location")
@@ -79,7 +79,7 @@ class IdempotencyMiddleware:
 
         done = False
         try:
-            await self.app(scope, _replay(body), capture)
+            await self.app(scope, replay_body(body), capture)
             done = True
         finally:
             if done and captured.status < 500:
@@ -128,16 +128,3 @@ async def _read_all(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
-
-    return receive

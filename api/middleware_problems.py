@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from starlette.types import Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 PROBLEM = "application/problem+json"
 
@@ -38,3 +38,17 @@ async def send_problem(
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+def replay_body(body: bytes) -> Receive:
+    """A receive() that hands the already-read request body to the app once."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive

@@ -37,6 +37,7 @@ from broker.latency import LatencyModel
 from broker.pooltable import FloatArray, PoolTable, build_pool_table
 from broker.solver.problem import STORAGE_TIERS
 from pricing import snapshot
+from pricing.build_snapshot import POOL_COLUMNS
 
 PUBLIC_PROVIDERS = ("aws", "azure", "gcp")
 _CHUNK = 20_000
@@ -157,23 +158,7 @@ def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
 
 
 def _pool_rows(pools: Any, site_ids: set[str]) -> list[dict[str, Any]]:
-    cols = [
-        pools[c].tolist()
-        for c in (
-            "site",
-            "instance_type",
-            "capacity_type",
-            "arch",
-            "vcpus",
-            "memory_gib",
-            "gpus",
-            "gpu_model",
-            "price_per_hour",
-            "price_source",
-            "price_as_of",
-            "reserved_3yr_per_hour",
-        )
-    ]
+    cols = [pools[c].tolist() for c in POOL_COLUMNS]
     rows = []
     for site, it, ct, arch, v, m, g, gm, price, src, asof, r3 in zip(*cols, strict=True):
         if site not in site_ids:
