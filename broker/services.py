@@ -22,8 +22,10 @@ from broker.budgets import Budgets
 from broker.catalog import Catalog, CatalogCache, default_cache_dir
 from broker.db.models import PlacementRow
 from broker.db.session import make_engine, migrate, session_factory, transaction
+from broker.domain import PlacementRequest
 from broker.errors import InvalidRequest, NotFound
 from broker.observability import observe_placement
+from broker.pooltable import PoolTable
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.usage_service import UsageStore
@@ -112,15 +114,7 @@ class Broker:
         if exclude_sites:
             gone = [table.site_index[x] for x in exclude_sites if x in table.site_index]
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
-        problem = PlacementProblem(
-            request=request,
-            table=table,
-            user_rtt=cat.user_rtt(request.user_regions),
-            egress_usd_per_gb=cat.egress,
-            internet_egress_usd_per_gb=cat.internet_egress,
-            storage_usd_per_gb_month=cat.storage,
-            current=current or {},
-        )
+        problem = self._problem(request, cat, table=table, current=current)
         result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
         out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
@@ -168,14 +162,7 @@ class Broker:
         request = req_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
-        problem = PlacementProblem(
-            request=request,
-            table=cat.table,
-            user_rtt=cat.user_rtt(request.user_regions),
-            egress_usd_per_gb=cat.egress,
-            internet_egress_usd_per_gb=cat.internet_egress,
-            storage_usd_per_gb_month=cat.storage,
-        )
+        problem = self._problem(request, cat)
         limit = min(request.time_limit_s, self.settings.solve_time_limit_s) * 4
         fronts = pareto_fronts(problem, time_limit_s=limit)
         return {
@@ -191,6 +178,25 @@ class Broker:
             ]
             for name, points in fronts.items()
         }
+
+    @staticmethod
+    def _problem(
+        request: PlacementRequest,
+        cat: Catalog,
+        *,
+        table: PoolTable | None = None,
+        current: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> PlacementProblem:
+        """The solver's input for a request over one catalog snapshot."""
+        return PlacementProblem(
+            request=request,
+            table=cat.table if table is None else table,
+            user_rtt=cat.user_rtt(request.user_regions),
+            egress_usd_per_gb=cat.egress,
+            internet_egress_usd_per_gb=cat.internet_egress,
+            storage_usd_per_gb_month=cat.storage,
+            current=current or {},
+        )
 
     def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> dict[str, Any]:
         from broker.price_book import price_snapshot
