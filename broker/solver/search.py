@@ -252,11 +252,12 @@ def search(
             break
         if left() < time_limit_s * 0.5:
             break
-        # grow slowly: the LP's time grows faster than its size
-        budget = max(200, 2 * len(mi.classes))
+        # add columns in big steps: fewer LP rounds (12 workloads: 1.9 s -> 0.9 s, same bound);
+        # at 300 workloads time and bound were unchanged
+        budget = max(4000, 2 * len(mi.classes))
         in_sel[neg_cols[np.argsort(rc_x[neg_cols], kind="stable")[:budget]]] = True
         if len(neg_pools):
-            best = neg_pools[np.argsort(rc_p[outside & (rc_p < -tol)], kind="stable")[:100]]
+            best = neg_pools[np.argsort(rc_p[outside & (rc_p < -tol)], kind="stable")[:1500]]
             in_sel[_earning_columns(uni, lp.row_dual[: lay.n_fixed_rows], best)] = True
             pools = np.union1d(pools, best)
 
