@@ -82,17 +82,6 @@ def haversine_km(a: Geo, b: Geo) -> float:
     return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(h)))
 
 
-def _quantile(sorted_vals: Sequence[float], tau: float) -> float:
-    """Lower tau-quantile of sorted values (a minimiser of the pinball loss)."""
-    n = len(sorted_vals)
-    idx = min(n - 1, max(0, math.ceil(tau * n) - 1))
-    return sorted_vals[idx]
-
-
-def _pinball(resid: Iterable[float], tau: float) -> float:
-    return sum(tau * r if r >= 0 else (tau - 1.0) * r for r in resid)
-
-
 def fit_quantile_line(xs: Sequence[float], ys: Sequence[float], tau: float) -> tuple[float, float]:
     """Fit ``y = a + b*x`` minimising the tau pinball loss, with ``b >= 0``."""
     if len(xs) != len(ys) or len(xs) < 2:
@@ -105,7 +94,7 @@ def fit_quantile_line(xs: Sequence[float], ys: Sequence[float], tau: float) -> t
     k = min(len(x_arr) - 1, max(0, math.ceil(tau * len(x_arr)) - 1))
 
     def best_for(b: float) -> tuple[float, float]:
-        # same lower tau-quantile and pinball loss as _quantile/_pinball, vectorised
+        # intercept: the lower tau-quantile of the residuals; loss: the tau pinball loss
         resid = y_arr - b * x_arr
         a = float(np.partition(resid, k)[k])
         r = resid - a
