@@ -30,7 +30,7 @@ from broker.db.pricing_models import (
     SiteStoragePriceRow,
 )
 from broker.db.session import transaction
-from broker.errors import InvalidRequest, PricingUnavailable
+from broker.errors import InvalidRequest
 from broker.settings import Settings
 from pricing.discounts import DiscountRule, effective_price
 from pricing.offers import FeedResult, InstanceSpec
@@ -268,10 +268,3 @@ def _catalog_specs(
             (site.split(":", 1)[1], it): InstanceSpec(it, v, m, arch, g, gm)
             for site, it, v, m, arch, g, gm in s.execute(q)
         }
-
-
-def raise_if_failed(outcomes: Sequence[ProviderOutcome]) -> None:
-    failed = [o for o in outcomes if not o.ok]
-    if failed:
-        first = failed[0]
-        raise PricingUnavailable(first.provider, None, "; ".join(str(o.error) for o in failed))

@@ -215,32 +215,6 @@ def items_from_placement(
     ]
 
 
-def with_supersession(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
-    """Set superseded_at: each placement is replaced by the next one of the same tenant and name."""
-    groups: dict[tuple[str, str], list[LedgerEntry]] = defaultdict(list)
-    for e in entries:
-        groups[(e.tenant, e.name)].append(e)
-    out: list[LedgerEntry] = []
-    for group in groups.values():
-        group.sort(key=lambda e: (e.created_at, e.placement_id))
-        for cur, nxt in zip(group, [*group[1:], None], strict=True):
-            out.append(_replace_superseded(cur, nxt.created_at if nxt is not None else None))
-    return out
-
-
-def _replace_superseded(e: LedgerEntry, when: datetime | None) -> LedgerEntry:
-    return LedgerEntry(
-        e.placement_id,
-        e.tenant,
-        e.name,
-        e.created_at,
-        when,
-        e.cost_per_hour,
-        e.baseline_cost_per_hour,
-        e.has_baseline,
-    )
-
-
 # ---- aggregation ----------------------------------------------------------------------
 
 

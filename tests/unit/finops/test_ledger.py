@@ -15,7 +15,6 @@ from broker.finops.ledger import (
     ondemand_counterpart,
     series,
     summarize,
-    with_supersession,
 )
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -89,12 +88,6 @@ def test_a_placement_without_baseline_saves_nothing() -> None:
 )
 def test_ondemand_counterpart(pool: str, expected: str) -> None:
     assert ondemand_counterpart(pool) == expected
-
-
-def test_supersession_chains_placements_of_the_same_name_only() -> None:
-    a1, a2, b1 = _entry("a1", "a", 10), _entry("a2", "a", 4), _entry("b1", "b", 8)
-    got = {e.placement_id: e.superseded_at for e in with_supersession([a2, b1, a1])}
-    assert got == {"a1": a2.created_at, "a2": None, "b1": None}
 
 
 @pytest.mark.parametrize(
