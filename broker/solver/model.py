@@ -23,7 +23,6 @@ took many seconds.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import highspy
@@ -281,179 +280,11 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
 
 
 @dataclass
-class Built:
-    pools: IntArray  # restricted pools, sorted
-    x: XColumns
-    n_cols: int
-    lay: Layout
-    cap_row: IntArray  # [pool position, resource] -> row, -1 = none
-
-    @property
-    def x_off(self) -> int:
-        return len(self.pools)
-
-    @property
-    def z_off(self) -> int:
-        return len(self.pools) + len(self.x.cls)
-
-    @property
-    def e_off(self) -> int:
-        return self.z_off + self.lay.n_z
-
-    @property
-    def k_off(self) -> int:
-        return self.e_off + self.lay.n_e
-
-
-def build(
-    mi: ModelInput,
-    lay: Layout,
-    universe: XColumns,
-    sel: IntArray,
-    pools: IntArray,
-    *,
-    integer: bool,
-    fit_rows: bool = True,
-) -> tuple[highspy.Highs, Built]:
-    """The model over universe columns `sel` (sorted) and `pools` (which must cover their pools)."""
-    pools = np.unique(np.concatenate([pools, universe.pool[sel]]))
-    xs = universe.subset(sel)
-    npool, nx = len(pools), len(xs.cls)
-    ppos = np.full(mi.n_pools, -1, dtype=np.int64)
-    ppos[pools] = np.arange(npool)
-    xpos = ppos[xs.pool]
-
-    # pool rows: capacity per (pool, resource) where some replica needs the resource
-    d = np.stack([c.demand for c in mi.classes]) if mi.classes else np.zeros((0, 3))
-    caps = np.stack([mi.vcpus[pools], mi.mem[pools], mi.gpus[pools]], axis=1)
-    r_rows, r_cols, r_vals = [], [], []
-    nrow = lay.n_fixed_rows
-    cap_row = np.full((npool, 3), -1, dtype=np.int64)
-    for r in range(3):
-        need = d[xs.cls, r]
-        use = need > 0
-        if not use.any():
-            continue
-        used_pools = np.unique(xpos[use])
-        row_of = np.full(npool, -1, dtype=np.int64)
-        row_of[used_pools] = nrow + np.arange(len(used_pools))
-        cap_row[:, r] = row_of
-        r_rows += [row_of[xpos[use]], row_of[used_pools]]
-        r_cols += [npool + np.flatnonzero(use), used_pools]
-        r_vals += [need[use], -caps[used_pools, r]]
-        nrow += len(used_pools)
-    cut = np.flatnonzero(xs.fit_cut) if fit_rows else np.zeros(0, dtype=np.int64)
-    if len(cut):
-        rows = nrow + np.arange(len(cut))
-        r_rows += [rows, rows]
-        r_cols += [npool + cut, xpos[cut]]
-        r_vals += [np.ones(len(cut)), -xs.fit[cut]]
-        nrow += len(cut)
-    pool_part = sp.csc_matrix(
-        (
-            np.concatenate(r_vals) if r_vals else np.zeros(0),
-            (
-                np.concatenate(r_rows) if r_rows else np.zeros(0, dtype=np.int64),
-                np.concatenate(r_cols) if r_cols else np.zeros(0, dtype=np.int64),
-            ),
-        ),
-        shape=(nrow, npool + nx),
-    )
-    nz, ne = lay.n_z, lay.n_e
-    nk = len(lay.keep_key)
-    ncol = npool + nx + nz + ne + nk
-    # fixed rows: x entries plus z and e columns
-    zc = np.arange(nz)
-    z_rows = lay.n_classes + int((lay.spot_row >= 0).sum()) + zc
-    e_row0 = lay.e_row0
-    z_size = np.array([float(mi.classes[int(c)].size) for c in lay.z_class])
-    kc = nz + ne + np.arange(nk)
-    moves = lay.moves_row >= 0
-    fz = sp.csc_matrix(
-        (
-            np.concatenate(
-                [np.ones(nz), -np.ones(nz), -1.0 / z_size, np.ones(ne), np.ones(nk), -np.ones(nk if moves else 0)]
-            ),
-            (
-                np.concatenate(
-                    [
-                        z_rows,
-                        lay.spread_total_row[lay.z_class],
-                        lay.node_row0 + zc,
-                        e_row0 + np.arange(ne),
-                        lay.keep_row0 + np.arange(nk),
-                        np.full(nk if moves else 0, lay.moves_row),
-                    ]
-                ),
-                np.concatenate([zc, zc, zc, nz + np.arange(ne), kc, kc if moves else kc[:0]]),
-            ),
-        ),
-        shape=(lay.n_fixed_rows, nz + ne + nk),
-    )
-    has_z = np.flatnonzero(xs.zpos >= 0)
-    fn = sp.csc_matrix(
-        (np.ones(len(has_z)), (lay.node_row0 + xs.zpos[has_z], xpos[has_z])),
-        shape=(lay.n_fixed_rows, npool),
-    )
-    fixed = sp.hstack([fn, xs.fixed, fz], format="csc")
-    pool_rows = sp.hstack([pool_part[lay.n_fixed_rows :, :], sp.csc_matrix((nrow - lay.n_fixed_rows, nz + ne + nk))])
-    a = sp.vstack([fixed, pool_rows], format="csc")
-    n_pool_rows = nrow - lay.n_fixed_rows
-    row_lo = np.concatenate([lay.row_lo, np.full(n_pool_rows, -INF)])
-    row_hi = np.concatenate([lay.row_hi, np.zeros(n_pool_rows)])
-    z_ub = np.array([float(mi.classes[int(c)].size) for c in lay.z_class], dtype=np.float64)
-    x_ub = np.array([float(c.replicas) for c in mi.classes], dtype=np.float64)[xs.cls] if nx else np.zeros(0)
-    col_lo = np.zeros(ncol)
-    col_hi = np.concatenate(
-        [np.where(np.isinf(mi.max_nodes[pools]), INF, mi.max_nodes[pools]), x_ub, z_ub, np.full(ne, INF), mi.keep_cur]
-    )
-    cost = np.concatenate([mi.node_cost[pools], xs.cost, np.zeros(nz), lay.e_cost, np.full(nk, -mi.move_cost)])
-
-    lp = highspy.HighsLp()
-    lp.num_col_ = ncol
-    lp.offset_ = mi.move_cost * mi.current_total  # moved = current - kept
-    lp.num_row_ = a.shape[0]
-    lp.col_cost_ = cost
-    lp.col_lower_ = col_lo
-    lp.col_upper_ = col_hi
-    lp.row_lower_ = row_lo
-    lp.row_upper_ = row_hi
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = a.indices.astype(np.int32)
-    lp.a_matrix_.value_ = a.data.astype(np.float64)
-    lp.a_matrix_.num_col_ = ncol
-    lp.a_matrix_.num_row_ = a.shape[0]
-    if integer:
-        kinds = [highspy.HighsVarType.kInteger] * (npool + nx) + [highspy.HighsVarType.kContinuous] * (nz + ne + nk)
-        lp.integrality_ = kinds
-    h = highspy.Highs()  # type: ignore[no-untyped-call]
-    h.setOptionValue("output_flag", False)
-    h.passModel(lp)
-    return h, Built(pools=pools, x=xs, n_cols=ncol, lay=lay, cap_row=cap_row)
-
-
-@dataclass
 class LPResult:
     value: float
     row_dual: FloatArray
     x: FloatArray  # per restricted x column
     n: FloatArray  # per restricted pool
-
-
-def solve_lp(h: highspy.Highs, b: Built) -> LPResult | None:
-    h.setOptionValue("solver", "simplex")
-    h.run()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
-    sol = h.getSolution()
-    col = np.asarray(sol.col_value)
-    return LPResult(
-        value=float(h.getInfo().objective_function_value),
-        row_dual=np.asarray(sol.row_dual),
-        x=col[b.x_off : b.z_off],
-        n=col[: b.x_off],
-    )
 
 
 @dataclass
@@ -463,34 +294,3 @@ class MIPResult:
     bound: float
     x: FloatArray
     n: FloatArray
-
-
-def solve_mip(
-    h: highspy.Highs,
-    b: Built,
-    *,
-    time_limit_s: float,
-    seed: int,
-    hint: FloatArray | None,
-    rel_gap: float,
-) -> MIPResult:
-    h.setOptionValue("time_limit", max(0.05, time_limit_s))
-    h.setOptionValue("mip_rel_gap", rel_gap)
-    h.setOptionValue("random_seed", int(seed))
-    if hint is not None:
-        h.setSolution(len(hint), np.arange(len(hint), dtype=np.int32), hint.astype(np.float64))
-    h.run()
-    status = h.getModelStatus()
-    info = h.getInfo()
-    if status == highspy.HighsModelStatus.kInfeasible:
-        return MIPResult("infeasible", math.inf, math.inf, np.zeros(0), np.zeros(0))
-    if info.primal_solution_status != 2:  # kSolutionStatusFeasible
-        return MIPResult("unknown", math.inf, float(info.mip_dual_bound), np.zeros(0), np.zeros(0))
-    col = np.asarray(h.getSolution().col_value)
-    return MIPResult(
-        "optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible",
-        float(info.objective_function_value),
-        float(info.mip_dual_bound),
-        np.round(col[b.x_off : b.z_off]),
-        np.round(col[: b.x_off]),
-    )

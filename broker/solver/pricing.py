@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.pooltable import FloatArray, IntArray
-from broker.solver.model import Built, Layout, ModelInput, XColumns, x_columns
+from broker.solver.master import Master
+from broker.solver.model import Layout, ModelInput, XColumns, x_columns
 
 
 @dataclass
@@ -80,25 +81,22 @@ def pool_reduced_costs(
     return p, mi.node_cost[p] - ub - credit
 
 
-def column_reduced_costs(mi: ModelInput, u: Universe, b: Built, row_dual: FloatArray) -> FloatArray:
+def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: FloatArray) -> FloatArray:
     """Reduced cost of every universe column on a pool of the restricted model (inf elsewhere).
 
-    Rows a column would bring along (its fit row, a GPU row) are slack at zero, so their
-    duals are 0 and this is exact for the restricted LP.
+    Rows a column would bring along (its fit row) are slack at zero, so their duals are 0
+    and this is exact for the restricted LP.
     """
-    lay = b.lay
     out = np.full(u.size, np.inf)
-    ppos = np.full(mi.n_pools, -1, dtype=np.int64)
-    ppos[b.pools] = np.arange(len(b.pools))
-    pos = ppos[u.cols.pool]
-    on = np.flatnonzero(pos >= 0)
+    on = np.flatnonzero(m.pool_col[u.cols.pool] >= 0)
     if len(on) == 0:
         return out
-    fixed_part = (u.cols.fixed[:, on].T @ row_dual[: lay.n_fixed_rows]) if len(on) else np.zeros(0)
-    d = np.stack([c.demand for c in mi.classes])[u.cols.cls[on]]
+    fixed_part = u.cols.fixed[:, on].T @ row_dual[: m.lay.n_fixed_rows]
+    d = m.demand[u.cols.cls[on]]
     cap = np.zeros(len(on))
+    rows_all = m.cap_row[u.cols.pool[on]]
     for r in range(3):
-        rows = b.cap_row[pos[on], r]
+        rows = rows_all[:, r]
         has = rows >= 0
         cap[has] += d[has, r] * row_dual[rows[has]]
     out[on] = u.cols.cost[on] - fixed_part - cap

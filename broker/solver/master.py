@@ -1,0 +1,266 @@
+"""The restricted master: one HiGHS model that grows by pools and replica columns.
+
+Column generation adds a few pools and columns per round. Rebuilding the model
+every round made each LP a cold start (60-80 ms for 1,500 columns at 12
+workloads); appending columns and rows to one model keeps the simplex basis,
+so a round re-solves from where the last one stopped.
+
+Layout (same rows and columns as model.py describes, appended as they come):
+fixed rows first (demand, spot, spread, node, egress, keep, moves), then per
+pool its capacity rows and per replica column its fit row; z, e and keep
+columns first, then pools and replica columns in the order they were added.
+"""
+
+from __future__ import annotations
+
+import math
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from broker.pooltable import FloatArray, IntArray
+from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, XColumns
+
+Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
+
+
+class Master:
+    def __init__(self, mi: ModelInput, lay: Layout, universe: XColumns) -> None:
+        self.mi, self.lay, self.u = mi, lay, universe
+        self.h = highspy.Highs()  # type: ignore[no-untyped-call]
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("solver", "simplex")
+        self.demand = np.stack([c.demand for c in mi.classes]) if mi.classes else np.zeros((0, 3))
+        self.replicas = np.array([float(c.replicas) for c in mi.classes])
+        self.pool_col = np.full(mi.n_pools, -1, dtype=np.int64)  # HiGHS column of n_p, -1 = absent
+        self.cap_row = np.full((mi.n_pools, 3), -1, dtype=np.int64)  # capacity row per resource
+        self.x_uni = np.zeros(0, dtype=np.int64)  # universe index of each replica column, in order
+        self.x_col = np.zeros(0, dtype=np.int64)  # its HiGHS column
+        self.in_model = np.zeros(universe.cls.shape[0], dtype=bool)
+        self.integer = False
+        self.n_rows = lay.n_fixed_rows
+        self.n_cols = 0
+        self.h.addRows(lay.n_fixed_rows, lay.row_lo, lay.row_hi, 0, np.zeros(1, np.int32), np.zeros(0, np.int32), [])
+        self._add_fixed_columns()
+
+    # -- growing ------------------------------------------------------------------------
+
+    def _add_fixed_columns(self) -> None:
+        """z (spread slots), e (egress fractions) and keep columns with their fixed-row entries."""
+        mi, lay = self.mi, self.lay
+        nz, ne, nk = lay.n_z, lay.n_e, len(lay.keep_key)
+        zc = np.arange(nz)
+        z_rows = lay.n_classes + int((lay.spot_row >= 0).sum()) + zc
+        z_size = np.array([float(mi.classes[int(c)].size) for c in lay.z_class])
+        kc = nz + ne + np.arange(nk)
+        moves = lay.moves_row >= 0
+        m = sp.csc_matrix(
+            (
+                np.concatenate(
+                    [np.ones(nz), -np.ones(nz), -1.0 / z_size, np.ones(ne), np.ones(nk), -np.ones(nk if moves else 0)]
+                ),
+                (
+                    np.concatenate(
+                        [
+                            z_rows,
+                            lay.spread_total_row[lay.z_class],
+                            lay.node_row0 + zc,
+                            lay.e_row0 + np.arange(ne),
+                            lay.keep_row0 + np.arange(nk),
+                            np.full(nk if moves else 0, lay.moves_row),
+                        ]
+                    ).astype(np.int64),
+                    np.concatenate([zc, zc, zc, nz + np.arange(ne), kc, kc if moves else kc[:0]]).astype(np.int64),
+                ),
+            ),
+            shape=(lay.n_fixed_rows, nz + ne + nk),
+        )
+        cost = np.concatenate([np.zeros(nz), lay.e_cost, np.full(nk, -mi.move_cost)])
+        upper = np.concatenate([z_size, np.full(ne, INF), mi.keep_cur])
+        self._add_cols(cost, np.zeros(len(cost)), upper, m)
+        self.h.changeObjectiveOffset(mi.move_cost * mi.current_total)  # moved = current - kept
+        self.z_off, self.e_off, self.k_off = 0, nz, nz + ne
+
+    def _add_cols(self, cost: FloatArray, lo: FloatArray, hi: FloatArray, a: sp.csc_matrix) -> IntArray:
+        n = len(cost)
+        first = self.n_cols
+        if n:
+            a = a.tocsc()
+            a.sort_indices()
+            self.h.addCols(
+                n,
+                cost.astype(np.float64),
+                lo.astype(np.float64),
+                hi.astype(np.float64),
+                a.nnz,
+                a.indptr[:-1].astype(np.int32),
+                a.indices.astype(np.int32),
+                a.data.astype(np.float64),
+            )
+            self.n_cols += n
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def _add_rows(self, lo: FloatArray, hi: FloatArray, cols: IntArray, vals: FloatArray, per_row: int) -> IntArray:
+        """Rows with `per_row` entries each (cols/vals laid out row after row)."""
+        n = len(lo)
+        first = self.n_rows
+        if n:
+            self.h.addRows(
+                n,
+                lo.astype(np.float64),
+                hi.astype(np.float64),
+                n * per_row,
+                (np.arange(n) * per_row).astype(np.int32),
+                cols.astype(np.int32),
+                vals.astype(np.float64),
+            )
+            self.n_rows += n
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def add_pools(self, pools: IntArray) -> None:
+        mi = self.mi
+        pools = np.unique(pools)
+        pools = pools[self.pool_col[pools] < 0]
+        if len(pools) == 0:
+            return
+        hi = np.where(np.isinf(mi.max_nodes[pools]), INF, mi.max_nodes[pools])
+        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, sp.csc_matrix((self.n_rows, len(pools))))
+        self.pool_col[pools] = cols
+        if self.integer:
+            self._integral(cols)
+        caps = (mi.vcpus, mi.mem, mi.gpus)
+        gpu_needed = bool((self.demand[:, 2] > 0).any()) if len(self.demand) else False
+        for r in range(3):
+            on = pools if r < 2 else pools[(mi.gpus[pools] > 0) & gpu_needed]
+            if len(on) == 0:
+                continue
+            rows = self._add_rows(
+                np.full(len(on), -INF), np.zeros(len(on)), self.pool_col[on], -caps[r][on].astype(np.float64), 1
+            )
+            self.cap_row[on, r] = rows
+
+    def add_columns(self, sel: IntArray) -> None:
+        """Universe columns `sel` (and the pools they need)."""
+        sel = np.unique(sel)
+        sel = sel[~self.in_model[sel]]
+        if len(sel) == 0:
+            return
+        u = self.u
+        self.add_pools(u.pool[sel])
+        pool = u.pool[sel]
+        fixed = u.fixed[:, sel].tocoo()
+        rows, cols, vals = [fixed.row], [fixed.col], [fixed.data]
+        d = self.demand[u.cls[sel]]
+        for r in range(3):
+            use = np.flatnonzero(d[:, r] > 0)
+            rows.append(self.cap_row[pool[use], r])
+            cols.append(use)
+            vals.append(d[use, r])
+        a = sp.csc_matrix(
+            (np.concatenate(vals), (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64))),
+            shape=(self.n_rows, len(sel)),
+        )
+        xcols = self._add_cols(u.cost[sel], np.zeros(len(sel)), self.replicas[u.cls[sel]], a)
+        if self.integer:
+            self._integral(xcols)
+        self.in_model[sel] = True
+        self.x_uni = np.concatenate([self.x_uni, sel])
+        self.x_col = np.concatenate([self.x_col, xcols])
+        # a site that gives class c distinct-site slots runs at least one node c may use
+        for zpos, pc in zip(u.zpos[sel].tolist(), self.pool_col[pool].tolist(), strict=True):
+            if zpos >= 0:
+                self.h.changeCoeff(int(self.lay.node_row0 + zpos), int(pc), 1.0)
+        cut = np.flatnonzero(u.fit_cut[sel])
+        if len(cut):  # a replica runs on one node: x_cp <= fit_cp * n_p
+            both = np.stack([xcols[cut], self.pool_col[pool[cut]]], axis=1).ravel()
+            coef = np.stack([np.ones(len(cut)), -u.fit[sel][cut]], axis=1).ravel()
+            self._add_rows(np.full(len(cut), -INF), np.zeros(len(cut)), both, coef, 2)
+
+    def _integral(self, cols: IntArray) -> None:
+        kinds = np.full(len(cols), int(highspy.HighsVarType.kInteger.value), dtype=np.uint8)
+        self.h.changeColsIntegrality(len(cols), cols.astype(np.int32), kinds)
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def pools(self) -> IntArray:
+        return np.flatnonzero(self.pool_col >= 0)
+
+    def x_keys(self) -> tuple[IntArray, IntArray]:
+        """(class, pool) of each replica column, in model order."""
+        return self.u.cls[self.x_uni], self.u.pool[self.x_uni]
+
+    def solve_lp(self) -> LPResult | None:
+        self.h.run()
+        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        sol = self.h.getSolution()
+        col = np.asarray(sol.col_value)
+        return LPResult(
+            value=float(self.h.getInfo().objective_function_value),
+            row_dual=np.asarray(sol.row_dual),
+            x=col[self.x_col],
+            n=col[self.pool_col[self.pools]],
+        )
+
+    def make_integer(self) -> None:
+        if not self.integer:
+            self.integer = True
+            self._integral(np.concatenate([self.pool_col[self.pools], self.x_col]))
+
+    def solve_mip(self, *, time_limit_s: float, seed: int, hint: FloatArray | None, rel_gap: float) -> MIPResult:
+        self.make_integer()
+        h = self.h
+        h.setOptionValue("time_limit", max(0.05, time_limit_s))
+        h.setOptionValue("mip_rel_gap", rel_gap)
+        h.setOptionValue("random_seed", int(seed))
+        if hint is not None:
+            h.setSolution(self.n_cols, np.arange(self.n_cols, dtype=np.int32), hint)
+        h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            return MIPResult("infeasible", math.inf, math.inf, np.zeros(0), np.zeros(0))
+        if info.primal_solution_status != 2:  # kSolutionStatusFeasible
+            return MIPResult("unknown", math.inf, float(info.mip_dual_bound), np.zeros(0), np.zeros(0))
+        col = np.asarray(h.getSolution().col_value)
+        return MIPResult(
+            "optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible",
+            float(info.objective_function_value),
+            float(info.mip_dual_bound),
+            np.round(col[self.x_col]),
+            np.round(col[self.pool_col[self.pools]]),
+        )
+
+    def placement(self, xv: FloatArray) -> Placement:
+        cls, pool = self.x_keys()
+        return {(int(cls[i]), int(pool[i])): int(xv[i]) for i in np.flatnonzero(xv > 0.5)}
+
+    def hint(self, x: Placement, nodes: dict[int, int]) -> FloatArray | None:
+        """A full column vector for placement x running `nodes` (None when x uses a column
+        not in the model)."""
+        mi, lay = self.mi, self.lay
+        cls, pool = self.x_keys()
+        col_of = {(int(c), int(p)): int(j) for c, p, j in zip(cls, pool, self.x_col, strict=True)}
+        if any(k not in col_of for k in x) or any(self.pool_col[p] < 0 for p in nodes):
+            return None
+        col = np.zeros(self.n_cols)
+        for p, n in nodes.items():
+            col[self.pool_col[p]] = n
+        at_site: dict[tuple[int, int], int] = {}
+        frac: dict[tuple[int, int], float] = {}
+        for (c, p), r in x.items():
+            col[col_of[(c, p)]] = r
+            s = int(mi.site_idx[p])
+            at_site[(c, s)] = at_site.get((c, s), 0) + r
+            frac[(c, s)] = frac.get((c, s), 0.0) + r / mi.classes[c].replicas
+        for i in range(lay.n_z):
+            c, s = int(lay.z_class[i]), int(lay.z_site[i])
+            col[self.z_off + i] = min(at_site.get((c, s), 0), mi.classes[c].size)
+        for e in range(lay.n_e):
+            k, v, s = int(lay.e_class[e]), int(lay.e_peer[e]), int(lay.e_site[e])
+            col[self.e_off + e] = max(0.0, frac.get((k, s), 0.0) - frac.get((v, s), 0.0))
+        for i, (c, p, cur) in enumerate(zip(mi.keep_class, mi.keep_pool, mi.keep_cur, strict=True)):
+            col[self.k_off + i] = min(float(x.get((int(c), int(p)), 0)), float(cur))
+        return col
