@@ -270,8 +270,9 @@ def search(
         bound = z_lp  # already within the target: the LP bound holds for the whole catalog
     elif converged:
         # every column and pool that could still pay off joins (reduced-cost inclusion);
-        # a placement using anything left out costs at least z_LP + its reduced cost
-        room = ub - z_lp
+        # a placement using anything left out costs at least z_LP + its reduced cost. Only the
+        # gap target has to be proven: what could save less than (most of) it stays out
+        room = ub - z_lp - 0.9 * rel_gap * ub
         extra_cols = np.flatnonzero(~m.in_model & (rc_x < room))
         pool_out = m.pool_col[rc_pools] < 0
         pays = pool_out & (rc_p < room)
