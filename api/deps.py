@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from broker.auth_service import Principal
 from broker.services import Broker
 
 
@@ -21,3 +22,10 @@ def get_tenant(request: Request) -> str:
     from api.auth import principal_of
 
     return principal_of(request.scope).tenant
+
+
+def get_principal(request: Request) -> Principal:
+    """The caller's key (tenant, role, key id); the local principal when authentication is off."""
+    from api.auth import principal_of
+
+    return principal_of(request.scope)

@@ -20,6 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--postgres",
+        action="store_true",
+        help="run every database-facing integration test on PostgreSQL too (tests/integration/conftest.py)",
+    )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Keep this run's on-disk catalog cache away from the user's and other runs'."""

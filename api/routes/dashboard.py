@@ -8,8 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse, HTMLResponse
 
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker, get_principal
 from api.routes.finops import From, To, scope
+from broker.auth_service import Principal
 from broker.errors import NotFound
 from broker.finops.service import FinOps
 from broker.services import Broker
@@ -38,10 +39,13 @@ def dashboard_asset(path: str) -> FileResponse:
 @router.get("/v1/dashboard", tags=["finops"])
 def dashboard_data(
     broker: Annotated[Broker, Depends(get_broker)],
-    caller: Annotated[str, Depends(get_tenant)],
+    caller: Annotated[Principal, Depends(get_principal)],
     start: From = None,
     end: To = None,
     tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
 ) -> dict[str, Any]:
     """Everything the dashboard draws, aggregated server-side for the window."""
-    return FinOps(broker).dashboard(tenant=scope(caller, tenant), start=start, end=end)
+    doc = FinOps(broker).dashboard(tenant=scope(caller, tenant), start=start, end=end)
+    if caller.key_id is not None:  # a tenant's key: other tenants' names are not its business
+        doc["tenants"] = [t for t in doc.get("tenants", []) if t == caller.tenant]
+    return doc

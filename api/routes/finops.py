@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker, get_principal
+from broker.auth_service import Principal
 from broker.errors import NotFound
 from broker.finops.focus_io import to_csv, to_parquet
 from broker.finops.service import FinOps
@@ -22,23 +23,24 @@ From = Annotated[datetime | None, Query(alias="from", description="window start 
 To = Annotated[datetime | None, Query(alias="to", description="window end, exclusive (ISO 8601; default now)")]
 
 
-def scope(caller: str, requested: str | None) -> str | None:
+def scope(caller: Principal, requested: str | None) -> str | None:
     """Which tenant's placements a caller sees.
 
-    Without authentication every caller is "default" and may look at any tenant
-    (None = all of them); an authenticated tenant sees only its own placements.
+    With authentication off (no key: the local single user) the caller may look at any
+    tenant (None = all of them); a caller with a key sees only its own tenant's placements,
+    also when that tenant is called "default".
     """
-    if caller == "default":
+    if caller.key_id is None:
         return requested
-    if requested not in (None, caller):
+    if requested not in (None, caller.tenant):
         raise NotFound(f"tenant {requested!r} does not exist")
-    return caller
+    return caller.tenant
 
 
 @router.get("/savings", responses=_PROBLEM)
 def savings(
     broker: Annotated[Broker, Depends(get_broker)],
-    caller: Annotated[str, Depends(get_tenant)],
+    caller: Annotated[Principal, Depends(get_principal)],
     group_by: Annotated[
         Literal["provider", "site", "tenant", "team", "pool", "name", "workload", "capacity_type"],
         Query(description="how to group the ledger"),
@@ -62,7 +64,7 @@ def savings(
 def export_focus(
     request: Request,
     broker: Annotated[Broker, Depends(get_broker)],
-    caller: Annotated[str, Depends(get_tenant)],
+    caller: Annotated[Principal, Depends(get_principal)],
     start: From = None,
     end: To = None,
     tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
