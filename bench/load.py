@@ -157,7 +157,9 @@ def main() -> None:
         tmp = Path(tempfile.mkdtemp(prefix="broker-load-"))
         db_url = args.db or Settings().resolved_database_url()
         if db_url.startswith("sqlite:///"):
-            shutil.copy(db_url.removeprefix("sqlite:///"), tmp / "broker.db")
+            source = Path(db_url.removeprefix("sqlite:///"))
+            if source.exists():  # else Broker.open below builds a fresh one
+                shutil.copy(source, tmp / "broker.db")
             db_url = f"sqlite:///{tmp / 'broker.db'}"
         broker = Broker.open(Settings(database_url=db_url))  # migrated, catalog loaded
         _, key = KeyStore(broker.sessions).create(tenant="load", role=Role.planner)

@@ -12,8 +12,9 @@ import pickle
 import threading
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -53,13 +54,26 @@ class Catalog:
     internet_egress: FloatArray  # [site] USD/GB
     storage: FloatArray  # [site, tier] USD per GB-month
     price_as_of: dict[str, str]  # provider -> newest price date
+    _rtt_memo: dict[str | tuple[float, float], FloatArray] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def solver_table(self) -> PoolTable:
+        """What placements solve over: the pool table without dominated pools."""
+        return self.table.compact()
 
     def user_rtt(self, regions: Iterable[UserRegion]) -> dict[str, FloatArray]:
-        """RTT from every site to each user region (measured where known, else estimated)."""
+        """RTT from every site to each user region (measured where known, else estimated).
+        Pipelines send the same few regions again and again: each is computed once."""
         out: dict[str, FloatArray] = {}
         for u in regions:
             dst = u.site if u.site is not None else (float(u.lat or 0.0), float(u.lon or 0.0))
-            out[u.name] = np.array([self._rtt_or_inf(s.id, dst) for s in self.table.sites], dtype=np.float64)
+            if dst not in self._rtt_memo:
+                if len(self._rtt_memo) > 1024:
+                    self._rtt_memo.clear()
+                rtt = np.array([self._rtt_or_inf(s.id, dst) for s in self.table.sites], dtype=np.float64)
+                rtt.flags.writeable = False
+                self._rtt_memo[dst] = rtt
+            out[u.name] = self._rtt_memo[dst]
         return out
 
     def _rtt_or_inf(self, src: str, dst: str | tuple[float, float]) -> float:

@@ -6,6 +6,7 @@ masks over these columns instead of Python loops over Pool objects.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ class PoolTable:
     site_provider: npt.NDArray[np.object_]
     site_lat: FloatArray
     site_lon: FloatArray
+    pruned: int = 0  # dominated pools left out of this table (see `compact`)
 
     @property
     def n_pools(self) -> int:
@@ -51,6 +53,29 @@ class PoolTable:
     @property
     def n_sites(self) -> int:
         return len(self.sites)
+
+    def compact(self) -> PoolTable:
+        """The table without dominated pools. No cost-minimising placement needs one (replicas
+        running on one now count as moved either way), and the full public catalog keeps 14 %
+        of its pools, so every per-request filter, mask and count runs on 7x fewer rows."""
+        idx = np.flatnonzero(~self.dominated)
+        pools = tuple(self.pools[i] for i in idx.tolist())
+        return dataclasses.replace(
+            self,
+            pools=pools,
+            pool_index={p.id: i for i, p in enumerate(pools)},
+            site_idx=self.site_idx[idx],
+            cap_idx=self.cap_idx[idx],
+            arch_idx=self.arch_idx[idx],
+            vcpus=self.vcpus[idx],
+            memory_gib=self.memory_gib[idx],
+            gpus=self.gpus[idx],
+            gpu_model=self.gpu_model[idx],
+            price=self.price[idx],
+            max_nodes=self.max_nodes[idx],
+            dominated=self.dominated[idx],
+            pruned=self.pruned + self.n_pools - len(idx),
+        )
 
     def provider_mask(self, providers: Sequence[str]) -> BoolArray:
         """Pools whose site belongs to one of `providers`."""

@@ -106,7 +106,7 @@ class Broker:
         cat = self.catalog()
         self._check_references(req_in, cat)
         table = fairshare.capped_table(
-            cat.table,
+            cat.solver_table,
             tenant=tenant,
             weights=self.settings.fair_share_weights,
             others=fairshare.used_by_others(self.sessions, tenant),
@@ -190,7 +190,7 @@ class Broker:
         """The solver's input for a request over one catalog snapshot."""
         return PlacementProblem(
             request=request,
-            table=cat.table if table is None else table,
+            table=cat.solver_table if table is None else table,
             user_rtt=cat.user_rtt(request.user_regions),
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,

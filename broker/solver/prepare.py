@@ -69,6 +69,8 @@ def prepare(problem: PlacementProblem) -> Prepared:
             masks = _filters(problem, w, mask_cache)
             ok: BoolArray = combine(masks, t.n_pools)
             counts = {**rejection_counts(masks, t.n_pools)}
+            if t.pruned:  # never considered: a same-site pool is at least as large and no dearer
+                counts["dominated"] = t.pruned
             counts.update({f"sites:{k}": v for k, v in site_rejection_counts(masks, t).items()})
             by_sig[sig] = (masks, np.flatnonzero(ok & usable), counts)
         masks, cand, counts = by_sig[sig]
