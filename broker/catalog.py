@@ -93,6 +93,27 @@ def _bulk_insert(session: Session, table: Any, rows: list[dict[str, Any]]) -> No
         session.execute(insert(table), rows[i : i + _CHUNK])
 
 
+def _bulk_load(session: Session, table: Any, rows: list[dict[str, Any]]) -> None:
+    """Insert many plain rows (strings, numbers, NULLs) in the session's transaction.
+
+    On PostgreSQL through COPY FROM STDIN (psycopg's `cursor.copy`): the full catalog
+    loads in a few seconds instead of ~30 s of multi-row INSERTs. Elsewhere, INSERTs.
+    """
+    if not rows:
+        return
+    conn = session.connection()
+    if conn.dialect.name != "postgresql":
+        _bulk_insert(session, table, rows)
+        return
+    quote = conn.dialect.identifier_preparer.quote
+    cols = list(rows[0])
+    sql = f"COPY {quote(table.__table__.name)} ({', '.join(quote(c) for c in cols)}) FROM STDIN"
+    dbapi: Any = conn.connection.driver_connection  # the psycopg connection of this transaction
+    with dbapi.cursor() as cur, cur.copy(sql) as copy:
+        for r in rows:
+            copy.write_row([r[c] for c in cols])
+
+
 def bump_version(session: Session) -> str:
     version = uuid.uuid4().hex
     session.merge(CatalogMetaRow(key="version", value=version))
@@ -123,8 +144,8 @@ def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
             SiteRow,
             [{**site, "jurisdictions": list(site["jurisdictions"]), "updated_at": now} for site in sites],
         )
-        _bulk_insert(s, PoolRow, pool_rows)
-        _bulk_insert(
+        _bulk_load(s, PoolRow, pool_rows)
+        _bulk_load(
             s,
             LatencyRow,
             [
@@ -144,7 +165,7 @@ def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
             for a, b, p in zip(egress["src"], egress["dst"], egress["usd_per_gb"], strict=True)
         ]
         egress_rows += [{"src": k, "dst": "internet", "usd_per_gb": v} for k, v in internet.items()]
-        _bulk_insert(s, EgressRow, egress_rows)
+        _bulk_load(s, EgressRow, egress_rows)
         _bulk_insert(
             s,
             StoragePriceRow,

@@ -1,94 +1,37 @@
-"""The service on the real PostgreSQL (127.0.0.1:5432, database `test`, trust auth) and on SQLite.
+"""PostgreSQL specifics: Alembic both ways on both databases, the COPY catalog loader, the service end to end.
 
-Loading the full 190k-pool catalog into PostgreSQL takes about two minutes, so the
-PostgreSQL database gets the SQLite template's rows with the pools of a few EU
-AWS regions only: every other table is copied whole, the code paths are the same.
+The fixtures (a database per test, cloned from a per-session template) are in
+tests/integration/conftest.py; the curated service tests run on both databases
+through `@pytest.mark.both_backends`, and `pytest --postgres` runs every
+database-facing integration test on both.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, inspect, select, text
+from sqlalchemy import Engine, create_engine, func, inspect, select
 
 import broker.db.registry  # noqa: F401  (every table)
-from broker.db.models import Base
-from broker.db.session import downgrade, migrate
+from broker import catalog
+from broker.db.models import Base, PoolRow
+from broker.db.session import downgrade, make_engine, migrate, session_factory
 from broker.services import Broker
+from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
-PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
-SUBSET_SITES = ("aws:eu-central-1", "aws:eu-west-1", "aws:eu-north-1")
 SERVICE_TABLES = {"api_keys", "budgets", "budget_commitments", "jobs", "idempotency_keys"}
 
 
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[Any]:
-    engine = create_engine(f"{PG_SERVER}/test", isolation_level="AUTOCOMMIT")
-    with engine.connect() as c:
-        c.execute(text("select 1"))
-    yield engine
-    engine.dispose()
-
-
-def _new_pg_database(server: Any) -> str:
-    name = f"broker_t_{uuid.uuid4().hex[:10]}"
-    with server.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    return name
-
-
-def _drop(server: Any, name: str) -> None:
-    with server.connect() as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-def _copy_catalog_subset(sqlite_path: Path, pg_url: str) -> None:
-    src = create_engine(f"sqlite:///{sqlite_path}")
-    dst = create_engine(pg_url)
-    with src.connect() as s, dst.begin() as d:
-        for table in Base.metadata.sorted_tables:
-            q = select(table)
-            if table.name == "pools":
-                q = q.where(table.c.site.in_(SUBSET_SITES))
-            rows = [dict(r) for r in s.execute(q).mappings()]
-            if table.name == "catalog_meta":  # other content: another version, not the cached one
-                rows = [{**r, "value": uuid.uuid4().hex} if r["key"] == "version" else r for r in rows]
-            for i in range(0, len(rows), 5000):
-                d.execute(table.insert(), rows[i : i + 5000])
-    src.dispose()
-    dst.dispose()
-
-
-@pytest.fixture(scope="module")
-def pg_url(pg_server: Any, template_db: Path) -> Iterator[str]:
-    name = _new_pg_database(pg_server)
-    url = f"{PG_SERVER}/{name}"
-    try:
-        migrate(url)
-        _copy_catalog_subset(template_db, url)
-        yield url
-    finally:
-        _drop(pg_server, name)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return str(request.getfixturevalue("db_url"))
-    return str(request.getfixturevalue("pg_url"))
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_alembic_upgrade_to_heads_and_downgrade_to_base(backend: str, pg_server: Any, tmp_path: Path) -> None:
+def test_alembic_upgrade_to_heads_and_downgrade_to_base(backend: str, pg_server: Engine, tmp_path: Path) -> None:
     if backend == "sqlite":
         url, name = f"sqlite:///{tmp_path / 'mig.db'}", None
     else:
-        name = _new_pg_database(pg_server)
+        name = create_pg_database(pg_server)
         url = f"{PG_SERVER}/{name}"
     try:
         migrate(url)
@@ -104,12 +47,40 @@ def test_alembic_upgrade_to_heads_and_downgrade_to_base(backend: str, pg_server:
         engine.dispose()
     finally:
         if name:
-            _drop(pg_server, name)
+            drop_pg_database(pg_server, name)
 
 
-def test_service_end_to_end(any_db: str) -> None:
+def test_copy_loader_replaces_the_catalog_with_the_snapshot_on_postgresql(
+    pg_server: Engine, pg_template: str, template_db: Path
+) -> None:
+    """load_snapshot over a database that holds a catalog subset: COPY in the same transaction, idempotent."""
+    name = create_pg_database(pg_server, template=pg_template)
+    url = f"{PG_SERVER}/{name}"
+    try:
+        engine = make_engine(url)
+        factory = session_factory(engine)
+        with engine.connect() as pg:
+            subset = pg.scalar(select(func.count()).select_from(PoolRow))
+        first = catalog.load_snapshot(factory)  # replaces the subset: nothing duplicated, nothing left over
+        assert first["pools"] > 150_000 > subset > 0
+        sqlite = create_engine(f"sqlite:///{template_db}")
+        cols = [c for c in PoolRow.__table__.columns]
+        probe = select(*cols).order_by(PoolRow.id).offset(12_345).limit(50)
+        with engine.connect() as pg, sqlite.connect() as lite:
+            assert pg.scalar(select(func.count()).select_from(PoolRow)) == first["pools"]
+            assert list(pg.execute(probe)) == list(lite.execute(probe))  # same rows, NULLs and floats
+            nulls = select(func.count()).select_from(PoolRow).where(PoolRow.gpu_model.is_(None))
+            assert pg.scalar(nulls) == lite.scalar(nulls) > 0
+        sqlite.dispose()
+        engine.dispose()
+    finally:
+        drop_pg_database(pg_server, name)
+
+
+@pytest.mark.both_backends
+def test_service_end_to_end(db_url: str) -> None:
     """Keys, tenant isolation, budgets, idempotency and an async job on each database."""
-    b: Broker = open_broker(any_db, auth="required")
+    b: Broker = open_broker(db_url, auth="required")
     with service_client(b) as c:
         a, other = key(b, f"alpha-{uuid.uuid4().hex[:6]}"), key(b, f"beta-{uuid.uuid4().hex[:6]}")
         h = {**a, "Idempotency-Key": uuid.uuid4().hex}
@@ -130,8 +101,6 @@ def test_service_end_to_end(any_db: str) -> None:
             "/v1/placements", json=small_request("pg-job", allow_over_budget=True, **{"async": True}), headers=a
         )
         assert job.status_code == 202
-        import time
-
         for _ in range(400):
             state = c.get(job.headers["location"], headers=a).json()
             if state["status"] in ("succeeded", "failed"):
