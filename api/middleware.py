@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -176,6 +177,12 @@ def install(app: FastAPI) -> None:
         recovered = await to_thread.run_sync(app.state.jobs.recover)
         if recovered:
             log.info("re-enqueued %d queued jobs", recovered)
+        if app.state.jobs.kind == "in-process":
+            # no `broker worker` in this deployment: the API resumes interrupted dispatches itself,
+            # on a thread, so a slow cluster cannot hold up the start
+            from broker.jobs.worker import resume_dispatches
+
+            threading.Thread(target=resume_dispatches, args=(broker,), name="resume-dispatch", daemon=True).start()
         async with inner(a) as state:
             yield state
         app.state.jobs.close()

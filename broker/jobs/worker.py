@@ -32,10 +32,33 @@ def run(job_id: str) -> str:
     return run_job(_broker, job_id)
 
 
+def resume_dispatches(broker: Broker) -> int:
+    """Finish the dispatches an interrupted process left `pending` or `applying`; returns how many.
+
+    Safe to run while another process resumes the same dispatch: rows already `done` are
+    skipped and every apply is idempotent (server-side apply; a git commit only on change).
+    A failure is logged and recorded on the dispatch, never raised: start-up must go on.
+    """
+    from broker.dispatch.outbox import DispatchService
+
+    try:
+        docs = DispatchService(broker).resume_unfinished()
+    except Exception:
+        log.exception("could not resume unfinished dispatches")
+        return 0
+    for doc in docs:
+        log.info("resumed dispatch %s: %s", doc["id"], doc["state"])
+    return len(docs)
+
+
 def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
-    """Run jobs until stopped (or, with burst, until the queue is empty). Returns jobs run."""
+    """Run jobs until stopped (or, with burst, until the queue is empty). Returns jobs run.
+
+    Dispatches interrupted by a crash are resumed first.
+    """
     use(broker)
     broker.catalog()
+    resume_dispatches(broker)
     store = JobStore(broker.sessions)
     if broker.settings.redis_url:
         from rq import SimpleWorker
