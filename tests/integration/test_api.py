@@ -128,6 +128,7 @@ def test_place_dry_run_follows_the_contract(shared_client: TestClient) -> None:
     assert doc["baseline"]["cost_per_hour"] >= doc["cost_per_hour"] and doc["savings_pct"] >= 0
 
 
+@pytest.mark.both_backends
 def test_placements_are_stored_listed_and_fetched(client: TestClient) -> None:
     doc = {**checkout(), "dry_run": False, "name": "stored one"}
     r = client.post("/v1/placements", json=doc)

@@ -95,6 +95,7 @@ def test_roles(api: TestClient, secured: Broker, role: str, method: str, path: s
         assert r.status_code == 403 and role in r.json()["detail"]
 
 
+@pytest.mark.both_backends
 def test_key_is_shown_once_and_stored_hashed(api: TestClient, secured: Broker) -> None:
     admin = key(secured, "acme", "admin")
     made = api.post("/v1/apikeys", json={"role": "planner", "name": "ci"}, headers=admin)
@@ -110,6 +111,7 @@ def test_key_is_shown_once_and_stored_hashed(api: TestClient, secured: Broker) -
     assert who == {"tenant": "acme", "role": "planner", "key_id": made.json()["id"]}
 
 
+@pytest.mark.both_backends
 def test_revoked_key_stops_working(api: TestClient, secured: Broker) -> None:
     admin = key(secured, "acme", "admin")
     made = api.post("/v1/apikeys", json={"role": "viewer"}, headers=admin).json()
@@ -167,6 +169,7 @@ def test_auth_off_serves_loopback_only(broker: Broker) -> None:
         assert sent[0]["status"] == status
 
 
+@pytest.mark.both_backends
 def test_rate_limit_per_key(db_url: str) -> None:
     b = open_broker(db_url, auth="required", rate_limit="3/minute")
     with service_client(b) as c:

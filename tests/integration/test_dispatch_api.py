@@ -48,6 +48,7 @@ def test_bad_cluster_registrations(client: TestClient, body: dict[str, str], sta
     assert client.get("/v1/clusters").json() == []
 
 
+@pytest.mark.both_backends
 def test_cluster_registry_crud(client: TestClient, tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "fleet")
     kc = write_kubeconfig(tmp_path / "kc.yaml", "http://127.0.0.1:9", context="prod")
@@ -74,6 +75,7 @@ def test_cluster_registry_crud(client: TestClient, tmp_path: Path) -> None:
     assert client.get("/v1/clusters/g").status_code == 404
 
 
+@pytest.mark.both_backends
 def test_dispatch_over_rest_dry_run_apply_status_and_failure(
     client: TestClient, broker: Broker, tmp_path: Path
 ) -> None:

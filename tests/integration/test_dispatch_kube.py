@@ -89,6 +89,7 @@ def test_server_side_apply_reads_back_ready_replicas(broker: Broker, fleet: Any)
     assert live == replicas_by_workload(placement["assignments"])
 
 
+@pytest.mark.both_backends
 def test_crash_between_two_cluster_applies_resumes_to_the_same_end_state(broker: Broker, fleet: Any) -> None:
     placement, servers = fleet
     crashing = DispatchService(broker, dispatchers={"kubernetes": CrashBeforeSecondApply(fast())})

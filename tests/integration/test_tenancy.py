@@ -26,6 +26,7 @@ def api(secured: Broker) -> Any:
         yield c
 
 
+@pytest.mark.both_backends
 def test_tenants_cannot_see_each_others_data(api: TestClient, secured: Broker) -> None:
     a, b = key(secured, "alpha"), key(secured, "beta")
     placed = api.post("/v1/placements", json=small_request("a-plan"), headers=a)
@@ -53,6 +54,7 @@ def test_tenants_cannot_see_each_others_data(api: TestClient, secured: Broker) -
     assert api.get("/v1/apikeys", headers=a).json()[-1]["revoked_at"] is None
 
 
+@pytest.mark.both_backends
 def test_budget_refuses_a_placement_with_figures_unless_allowed(api: TestClient, secured: Broker) -> None:
     h = key(secured, "alpha", "admin")
     first = api.post("/v1/placements", json=small_request("web"), headers=h).json()
@@ -81,6 +83,7 @@ def test_budget_refuses_a_placement_with_figures_unless_allowed(api: TestClient,
     assert report["budgets"][0]["remaining"] < 0
 
 
+@pytest.mark.both_backends
 def test_team_budget_counts_only_that_team(api: TestClient, secured: Broker) -> None:
     h = key(secured, "alpha", "admin")
     cost = api.post("/v1/placements", json=small_request("probe", dry_run=True), headers=h).json()["cost_per_hour"]
@@ -94,6 +97,7 @@ def test_team_budget_counts_only_that_team(api: TestClient, secured: Broker) -> 
     assert api.post("/v1/placements", json=small_request("p2", team="payments"), headers=h).status_code == 201
 
 
+@pytest.mark.both_backends
 def test_cli_place_exits_4_over_budget(db_url: str, secured: Broker, tmp_path: Any) -> None:
     import json
 

@@ -17,6 +17,8 @@ from tests.integration.service_support import key, open_broker, service_client, 
 
 REDIS = "redis://127.0.0.1:6379/0"
 
+pytestmark = pytest.mark.both_backends  # idempotency and jobs on SQLite and PostgreSQL
+
 
 def _wait(c: TestClient, url: str, headers: dict[str, str], timeout: float = 60) -> dict[str, Any]:
     end = time.monotonic() + timeout

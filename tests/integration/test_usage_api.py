@@ -41,6 +41,7 @@ def request(demand: dict[str, Any], *, cpu: float = 8.0, replicas: int = 2) -> d
     }
 
 
+@pytest.mark.both_backends
 def test_post_csv_and_json_then_summary(client: TestClient) -> None:
     text, df = usage_csv()
     r = client.post("/v1/workloads/api/usage", content=text, headers={"content-type": "text/csv"})
@@ -70,6 +71,7 @@ def test_bad_usage_is_422_and_stores_nothing(client: TestClient, body: str, ctyp
     assert client.get("/v1/workloads/api/usage").status_code == 404
 
 
+@pytest.mark.both_backends
 def test_placement_sized_from_a_stored_series(client: TestClient, broker: Broker) -> None:
     text, df = usage_csv(cores=8.0)
     assert client.post("/v1/workloads/api/usage", content=text, headers={"content-type": "text/csv"}).status_code == 201
@@ -124,6 +126,7 @@ def test_bad_demand_is_422(client: TestClient, demand: dict[str, Any], loc_tail:
     assert any("demand" in loc and loc[-len(loc_tail) :] == loc_tail for loc in locs) if loc_tail else locs
 
 
+@pytest.mark.both_backends
 def test_forecast_endpoint_and_models(client: TestClient) -> None:
     text, _ = usage_csv()
     client.post("/v1/workloads/api/usage", content=text, headers={"content-type": "text/csv"})
