@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, connect_timeout_s: int = 10) -> Engine:
+    """An engine for the URL. A server database gets a connect timeout (libpq waits forever by
+    default when packets are dropped) and pre-ping, so a dead server fails requests fast."""
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -27,7 +29,8 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    connect_args = {"connect_timeout": connect_timeout_s} if url.startswith("postgresql") else {}
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
 
 
 def alembic_config(url: str) -> Config:

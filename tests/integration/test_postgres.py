@@ -108,3 +108,21 @@ def test_service_end_to_end(db_url: str) -> None:
             time.sleep(0.05)
         assert state["status"] == "succeeded", state
         assert c.get(job.headers["location"], headers=other).status_code == 404
+
+
+def test_an_unanswering_database_server_fails_within_the_connect_timeout() -> None:
+    """A server that accepts TCP but never answers (packets dropped, server hung) must not block forever."""
+    import socket
+
+    from sqlalchemy.exc import OperationalError
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        engine = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/test", connect_timeout_s=1)
+        started = time.perf_counter()
+        with pytest.raises(OperationalError), engine.connect():
+            pass
+        assert time.perf_counter() - started < 10
+        engine.dispose()
