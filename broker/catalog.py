@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -116,6 +117,7 @@ def _bulk_load(session: Session, table: Any, rows: list[dict[str, Any]]) -> None
 
 def bump_version(session: Session) -> str:
     version = uuid.uuid4().hex
+    CatalogCache.generation += 1  # this process re-reads the version at once, others within the TTL
     session.merge(CatalogMetaRow(key="version", value=version))
     session.merge(CatalogMetaRow(key="updated_at", value=datetime.now(UTC).isoformat()))
     return version
@@ -343,14 +345,27 @@ class CatalogCache:
 
     _by_version: ClassVar[dict[str, Catalog]] = {}
     _lock = threading.Lock()
+    generation: ClassVar[int] = 0  # bumped with every version written by this process
+    # the version is one query per placement otherwise; another replica's reload shows within this
+    VERSION_TTL_S: ClassVar[float] = 1.0
 
     def __init__(self, factory: sessionmaker[Session], disk_dir: Path | None = None) -> None:
         self._factory = factory
         self._disk_dir = disk_dir
+        self._seen: tuple[str, float, int] | None = None  # (version, when read, generation)
+
+    def _version(self) -> str:
+        seen = self._seen
+        now = time.monotonic()
+        if seen is None or now - seen[1] > self.VERSION_TTL_S or seen[2] != CatalogCache.generation:
+            gen = CatalogCache.generation
+            with self._factory() as s:
+                seen = (current_version(s), now, gen)
+            self._seen = seen
+        return seen[0]
 
     def get(self) -> Catalog:
-        with self._factory() as s:
-            version = current_version(s)
+        version = self._version()
         cat = self._by_version.get(version)
         if cat is not None:
             return cat
