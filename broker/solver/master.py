@@ -17,7 +17,6 @@ import math
 
 import highspy
 import numpy as np
-import scipy.sparse as sp
 
 from broker.pooltable import FloatArray, IntArray
 from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, XColumns
@@ -55,48 +54,44 @@ class Master:
         z_size = np.array([float(mi.classes[int(c)].size) for c in lay.z_class])
         kc = nz + ne + np.arange(nk)
         moves = lay.moves_row >= 0
-        m = sp.csc_matrix(
-            (
-                np.concatenate(
-                    [np.ones(nz), -np.ones(nz), -1.0 / z_size, np.ones(ne), np.ones(nk), -np.ones(nk if moves else 0)]
-                ),
-                (
-                    np.concatenate(
-                        [
-                            z_rows,
-                            lay.spread_total_row[lay.z_class],
-                            lay.node_row0 + zc,
-                            lay.e_row0 + np.arange(ne),
-                            lay.keep_row0 + np.arange(nk),
-                            np.full(nk if moves else 0, lay.moves_row),
-                        ]
-                    ).astype(np.int64),
-                    np.concatenate([zc, zc, zc, nz + np.arange(ne), kc, kc if moves else kc[:0]]).astype(np.int64),
-                ),
-            ),
-            shape=(lay.n_fixed_rows, nz + ne + nk),
+        vals = np.concatenate(
+            [np.ones(nz), -np.ones(nz), -1.0 / z_size, np.ones(ne), np.ones(nk), -np.ones(nk if moves else 0)]
         )
+        rows = np.concatenate(
+            [
+                z_rows,
+                lay.spread_total_row[lay.z_class],
+                lay.node_row0 + zc,
+                lay.e_row0 + np.arange(ne),
+                lay.keep_row0 + np.arange(nk),
+                np.full(nk if moves else 0, lay.moves_row),
+            ]
+        ).astype(np.int64)
+        cols = np.concatenate([zc, zc, zc, nz + np.arange(ne), kc, kc if moves else kc[:0]]).astype(np.int64)
         cost = np.concatenate([np.zeros(nz), lay.e_cost, np.full(nk, -mi.move_cost)])
         upper = np.concatenate([z_size, np.full(ne, INF), mi.keep_cur])
-        self._add_cols(cost, np.zeros(len(cost)), upper, m)
+        self._add_cols(cost, np.zeros(len(cost)), upper, cols, rows, vals)
         self.h.changeObjectiveOffset(mi.move_cost * mi.current_total)  # moved = current - kept
         self.z_off, self.e_off, self.k_off = 0, nz, nz + ne
 
-    def _add_cols(self, cost: FloatArray, lo: FloatArray, hi: FloatArray, a: sp.csc_matrix) -> IntArray:
+    def _add_cols(
+        self, cost: FloatArray, lo: FloatArray, hi: FloatArray, col: IntArray, row: IntArray, val: FloatArray
+    ) -> IntArray:
+        """Columns with entries (col, row, val), col counted from 0 for the first new column."""
         n = len(cost)
         first = self.n_cols
         if n:
-            a = a.tocsc()
-            a.sort_indices()
+            order = np.argsort(col, kind="stable")
+            starts = np.searchsorted(col[order], np.arange(n))
             self.h.addCols(
                 n,
                 cost.astype(np.float64),
                 lo.astype(np.float64),
                 hi.astype(np.float64),
-                a.nnz,
-                a.indptr[:-1].astype(np.int32),
-                a.indices.astype(np.int32),
-                a.data.astype(np.float64),
+                len(order),
+                starts.astype(np.int32),
+                row[order].astype(np.int32),
+                val[order].astype(np.float64),
             )
             self.n_cols += n
         return np.arange(first, first + n, dtype=np.int64)
@@ -125,7 +120,8 @@ class Master:
         if len(pools) == 0:
             return
         hi = np.where(np.isinf(mi.max_nodes[pools]), INF, mi.max_nodes[pools])
-        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, sp.csc_matrix((self.n_rows, len(pools))))
+        none = np.zeros(0, dtype=np.int64)
+        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, none, none, np.zeros(0))
         self.pool_col[pools] = cols
         if self.integer:
             self._integral(cols)
@@ -149,19 +145,25 @@ class Master:
         u = self.u
         self.add_pools(u.pool[sel])
         pool = u.pool[sel]
-        fixed = u.fixed[:, sel].tocoo()
-        rows, cols, vals = [fixed.row], [fixed.col], [fixed.data]
+        # the columns' entries in the fixed rows, straight from the universe's CSC arrays
+        f = u.fixed
+        begin, count = f.indptr[sel], np.diff(f.indptr)[sel]
+        pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
+        rows, cols, vals = [f.indices[pos]], [np.repeat(np.arange(len(sel)), count)], [f.data[pos]]
         d = self.demand[u.cls[sel]]
         for r in range(3):
             use = np.flatnonzero(d[:, r] > 0)
             rows.append(self.cap_row[pool[use], r])
             cols.append(use)
             vals.append(d[use, r])
-        a = sp.csc_matrix(
-            (np.concatenate(vals), (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64))),
-            shape=(self.n_rows, len(sel)),
+        xcols = self._add_cols(
+            u.cost[sel],
+            np.zeros(len(sel)),
+            self.replicas[u.cls[sel]],
+            np.concatenate(cols).astype(np.int64),
+            np.concatenate(rows).astype(np.int64),
+            np.concatenate(vals),
         )
-        xcols = self._add_cols(u.cost[sel], np.zeros(len(sel)), self.replicas[u.cls[sel]], a)
         if self.integer:
             self._integral(xcols)
         self.in_model[sel] = True

@@ -186,7 +186,7 @@ def search(
     max_rounds: int = 200,
     include_cols: int = 40_000,
     per_class: int = 8,
-    pools_per_round: int = 200,
+    pools_per_round: int = 100,
 ) -> SearchResult | None:
     started = time.perf_counter()
 
@@ -365,7 +365,7 @@ def simple_bound(mi: ModelInput) -> float:
     return best
 
 
-def _earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 30) -> IntArray:
+def _earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 10) -> IntArray:
     """Columns of new pools worth trying: the classes that earn most per node there."""
     g = pool_earnings(u, fixed_duals)
     col_pool_sorted = u.cols.pool[u.order]
