@@ -2,7 +2,10 @@
 
 Each point is a full placement solved with weights (cost=1, latency or carbon=lambda); the
 fronts keep the points no other point beats on both axes. Weighted sums find the supported
-points of a front, which is what a FinOps team trades between.
+points of a front, which is what a FinOps team trades between. A small request can have fewer
+than five supported points, so the front is then filled epsilon-constraint style: starting from
+the cheapest point, the worst site it uses (highest mean user RTT, or highest grid intensity) is
+closed and the request solved again, which also finds points between the supported ones.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def pareto_fronts(problem: PlacementProblem, *, time_limit_s: float, seed: int =
         "cost_latency": ("latency_ms", [Objective(1.0, w, 0.0) for w in LATENCY_WEIGHTS]),
         "cost_carbon": ("carbon_kg_per_hour", [Objective(1.0, 0.0, w) for w in CARBON_WEIGHTS]),
     }
-    n_solves = sum(len(ws) for _, ws in sweeps.values())
+    n_solves = sum(len(ws) for _, ws in sweeps.values()) + 2 * FILL_STEPS
     per_solve = max(0.5, time_limit_s / n_solves)
     out: dict[str, list[ParetoPoint]] = {}
     for name, (axis, objectives) in sweeps.items():
@@ -76,18 +79,57 @@ def pareto_fronts(problem: PlacementProblem, *, time_limit_s: float, seed: int =
         for obj in objectives:
             req = dataclasses.replace(problem.request, objective=obj)
             sub = dataclasses.replace(problem, request=req)
-            try:
-                res = solve(sub, time_limit_s=per_solve, seed=seed)
-            except Infeasible:
-                raise
-            points.append(
-                ParetoPoint(
-                    weights=obj,
-                    cost_per_hour=res.cost_per_hour,
-                    latency_ms=mean_latency_ms(res),
-                    carbon_kg_per_hour=carbon_kg_per_hour(problem, res),
-                    result=res,
-                )
-            )
-        out[name] = _front(points, axis)
+            res = solve(sub, time_limit_s=per_solve, seed=seed)
+            points.append(_point(problem, obj, res))
+        front = _front(points, axis)
+        if len(front) < MIN_POINTS:
+            front = _front(points + _fill(problem, axis, front[0], per_solve, seed), axis)
+        out[name] = front
+    return out
+
+
+MIN_POINTS = 5
+FILL_STEPS = 6
+
+
+def _point(problem: PlacementProblem, obj: Objective, res: PlacementResult) -> ParetoPoint:
+    return ParetoPoint(
+        weights=obj,
+        cost_per_hour=res.cost_per_hour,
+        latency_ms=mean_latency_ms(res),
+        carbon_kg_per_hour=carbon_kg_per_hour(problem, res),
+        result=res,
+    )
+
+
+def _site_scores(problem: PlacementProblem, axis: str) -> np.ndarray:
+    t = problem.table
+    if axis == "latency_ms":
+        if not problem.user_rtt:
+            return np.zeros(t.n_sites)
+        return np.asarray(np.vstack(list(problem.user_rtt.values())).mean(axis=0))
+    return np.array([s.carbon_g_per_kwh or 0.0 for s in t.sites])
+
+
+def _fill(problem: PlacementProblem, axis: str, start: ParetoPoint, per_solve: float, seed: int) -> list[ParetoPoint]:
+    """Points further along `axis`: close the worst-scoring site the last point uses, re-solve."""
+    t = problem.table
+    score = _site_scores(problem, axis)
+    closed = np.zeros(t.n_sites, dtype=bool)
+    out: list[ParetoPoint] = []
+    last = start
+    for _ in range(FILL_STEPS):
+        used = {t.site_index[a.site] for a in last.result.assignments}
+        scored = [s for s in used if score[s] > 0]
+        if not scored:
+            break
+        worst = max(score[s] for s in scored)
+        closed |= score >= worst
+        table = dataclasses.replace(t, max_nodes=np.where(closed[t.site_idx], 0.0, t.max_nodes))
+        try:
+            res = solve(dataclasses.replace(problem, table=table), time_limit_s=per_solve, seed=seed)
+        except Infeasible:
+            break
+        last = _point(problem, start.weights, res)
+        out.append(last)
     return out
