@@ -9,10 +9,10 @@ database with the catalog loaded. It runs on SQLite, and also on PostgreSQL
 * pytest runs with `--postgres` (every database-facing integration test).
 
 Each PostgreSQL test gets its own database, cloned (`CREATE DATABASE … TEMPLATE`,
-a file copy) from one template per session, and dropped afterwards. The template
-holds every table of the SQLite template but only the pools of a few EU AWS
-regions: loading all 190k pools takes ~15 s even with COPY, and the code paths
-are the same. A test that needs the whole catalog on PostgreSQL loads it itself.
+~0.8 s) from one template per session, and dropped afterwards. The template is built
+the way a server builds its database (`Broker.open`: Alembic to heads, then the whole
+catalog by COPY, ~8 s), so both backends hold the same 190k pools and every test
+sees the same catalog on either.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, text
 
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
-SUBSET_SITES = ("aws:eu-central-1", "aws:eu-west-1", "aws:eu-north-1", "aws:eu-west-3")
 BACKENDS = ("sqlite", "postgresql")
 
 
@@ -80,28 +79,6 @@ def drop_pg_database(admin: Engine, name: str) -> None:
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def copy_catalog_subset(sqlite_path: Path, pg_url: str, sites: tuple[str, ...] = SUBSET_SITES) -> None:
-    """Every row of the SQLite template, except pools outside `sites`, into a migrated PostgreSQL database."""
-    import broker.db.registry  # noqa: F401  (every table)
-    from broker.db.models import Base
-
-    src, dst = create_engine(f"sqlite:///{sqlite_path}"), create_engine(pg_url)
-    try:
-        with src.connect() as s, dst.begin() as d:
-            for table in Base.metadata.sorted_tables:
-                q = select(table)
-                if table.name == "pools":
-                    q = q.where(table.c.site.in_(sites))
-                rows = [dict(r) for r in s.execute(q).mappings()]
-                if table.name == "catalog_meta":  # other content: another version than the SQLite one
-                    rows = [{**r, "value": uuid.uuid4().hex} if r["key"] == "version" else r for r in rows]
-                for i in range(0, len(rows), 5000):
-                    d.execute(table.insert(), rows[i : i + 5000])
-    finally:
-        src.dispose()
-        dst.dispose()
-
-
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Engine]:
     admin = pg_admin()
@@ -110,15 +87,14 @@ def pg_server() -> Iterator[Engine]:
 
 
 @pytest.fixture(scope="session")
-def pg_template(pg_server: Engine, template_db: Path) -> Iterator[str]:
-    """A migrated PostgreSQL database with the catalog subset, cloned by every PostgreSQL test."""
-    from broker.db.session import migrate
+def pg_template(pg_server: Engine) -> Iterator[str]:
+    """A PostgreSQL database migrated and loaded like a server's first start, cloned by every test."""
+    from broker.services import Broker
+    from broker.settings import Settings
 
     name = create_pg_database(pg_server)
     try:
-        url = f"{PG_SERVER}/{name}"
-        migrate(url)
-        copy_catalog_subset(template_db, url)
+        Broker.open(Settings(database_url=f"{PG_SERVER}/{name}")).engine.dispose()
         yield name
     finally:
         drop_pg_database(pg_server, name)

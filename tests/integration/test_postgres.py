@@ -50,26 +50,26 @@ def test_alembic_upgrade_to_heads_and_downgrade_to_base(backend: str, pg_server:
             drop_pg_database(pg_server, name)
 
 
-def test_copy_loader_replaces_the_catalog_with_the_snapshot_on_postgresql(
-    pg_server: Engine, pg_template: str, template_db: Path
-) -> None:
-    """load_snapshot over a database that holds a catalog subset: COPY in the same transaction, idempotent."""
+def test_copy_loader_reloads_the_catalog_on_postgresql(pg_server: Engine, pg_template: str, template_db: Path) -> None:
+    """The session's template was loaded by COPY; loading again replaces, never duplicates, and the rows
+    (strings, floats, NULLs) are those the INSERT loader wrote into SQLite."""
     name = create_pg_database(pg_server, template=pg_template)
     url = f"{PG_SERVER}/{name}"
     try:
         engine = make_engine(url)
         factory = session_factory(engine)
+        count = select(func.count()).select_from(PoolRow)
         with engine.connect() as pg:
-            subset = pg.scalar(select(func.count()).select_from(PoolRow))
-        first = catalog.load_snapshot(factory)  # replaces the subset: nothing duplicated, nothing left over
-        assert first["pools"] > 150_000 > subset > 0
+            before = pg.scalar(count)
+        again = catalog.load_snapshot(factory)
+        assert again["pools"] == before > 150_000
         sqlite = create_engine(f"sqlite:///{template_db}")
         cols = [c for c in PoolRow.__table__.columns]
         probe = select(*cols).order_by(PoolRow.id).offset(12_345).limit(50)
+        nulls = select(func.count()).select_from(PoolRow).where(PoolRow.gpu_model.is_(None))
         with engine.connect() as pg, sqlite.connect() as lite:
-            assert pg.scalar(select(func.count()).select_from(PoolRow)) == first["pools"]
-            assert list(pg.execute(probe)) == list(lite.execute(probe))  # same rows, NULLs and floats
-            nulls = select(func.count()).select_from(PoolRow).where(PoolRow.gpu_model.is_(None))
+            assert pg.scalar(count) == lite.scalar(count) == before
+            assert list(pg.execute(probe)) == list(lite.execute(probe))
             assert pg.scalar(nulls) == lite.scalar(nulls) > 0
         sqlite.dispose()
         engine.dispose()
