@@ -31,6 +31,7 @@ PLANNER_WRITES = (
     "/v1/dispatch",
     "/v1/jobs",
     "/v1/usage",
+    "/v1/workloads",  # usage samples: POST /v1/workloads/{name}/usage, sent by the pipelines that place
     "/v1/forecast",
     "/v1/simulat",
 )
