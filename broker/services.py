@@ -105,12 +105,14 @@ class Broker:
         request = sized_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
-        table = fairshare.capped_table(
-            cat.solver_table,
-            tenant=tenant,
-            weights=self.settings.fair_share_weights,
-            others=fairshare.used_by_others(self.sessions, tenant),
-        )
+        table = cat.solver_table
+        if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
+            table = fairshare.capped_table(
+                table,
+                tenant=tenant,
+                weights=self.settings.fair_share_weights,
+                others=fairshare.used_by_others(self.sessions, tenant),
+            )
         if exclude_sites:
             gone = [table.site_index[x] for x in exclude_sites if x in table.site_index]
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
