@@ -6,14 +6,17 @@ rest, and prints one comparable figure per line:
     <trace> <metric> <value>
 
 Targets (issue 5): MAE <= 0.9 x seasonal-naive and below the best heuristic on each
-trace; p95 coverage 90-98 %; training on ~500k rows < 60 s; inference >= 200k rows/s.
+trace; p95 coverage 90-98 %; training on 500k rows < 60 s; inference >= 200k rows/s.
+Direct vs recursive multi-horizon is measured too (`--no-recursive` skips it).
 
-    python bench/forecast.py [--data ../shared/data] [--recursive]
+    python bench/forecast.py [--data ../shared/data] [--traces azure bitbrains]
+    python bench/forecast.py --max-rows 100000 --no-recursive   # a quick iteration
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -21,10 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from broker.forecast.evaluate import evaluate
-from broker.forecast.features import fast_forecast_rows
+from broker.forecast.evaluate import Evaluation, evaluate, score
 from broker.forecast.history import Panel, parse_long_frame, regularize
-from broker.forecast.model import TrainParams
+from broker.forecast.model import ForecastModel, TrainParams, train
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = {
@@ -40,62 +42,112 @@ def load(data: Path, trace: str) -> Panel:
     return regularize(frame, step_s=300, numeric_time=numeric)
 
 
-def inference_rate(ev_model: object, panel: Panel, horizon: int) -> float:
-    """Rows per second for batch inference (features + prediction) over every series, repeated."""
-    from broker.forecast.model import ForecastModel
-
-    assert isinstance(ev_model, ForecastModel)
-    started = time.perf_counter()
-    rows = 0
+def inference_rate(model: ForecastModel, panel: Panel, horizon: int) -> float:
+    """Rows per second of batch inference, features included, over every series (repeated ~2 s)."""
+    started, rows = time.perf_counter(), 0
     while time.perf_counter() - started < 2.0:
-        blocks = [fast_forecast_rows(y, panel.starts[i], panel.step_s, horizon)[0] for i, y in enumerate(panel.values)]
-        x = np.vstack(blocks)
-        ev_model.predict_matrix(x)
-        rows += len(x)
+        model.forecast(panel, horizon)
+        rows += len(panel) * horizon
     return rows / (time.perf_counter() - started)
 
 
-def predict_only_rate(ev_model: object, n: int = 500_000) -> float:
-    from broker.forecast.features import FEATURES
-    from broker.forecast.model import ForecastModel
-
-    assert isinstance(ev_model, ForecastModel)
-    x = np.random.default_rng(0).normal(1.0, 0.5, size=(n, len(FEATURES))).astype(np.float32)
+def predict_only_rate(model: ForecastModel, n: int = 500_000) -> float:
+    x = np.random.default_rng(0).normal(1.0, 0.5, size=(n, len(model.features))).astype(np.float32)
     started = time.perf_counter()
-    ev_model.predict_matrix(x)
+    model.predict_matrix(x)
     return n / (time.perf_counter() - started)
 
 
+def recursive_figures(trace: str, panel: Panel, horizon: int, params: TrainParams, ev: Evaluation) -> None:
+    """The same evaluation with a one-step model rolled out recursively, side by side with direct."""
+    history, held = panel.split(horizon)
+    model = train(history, horizon=horizon, params=dataclasses.replace(params, strategy="recursive"))
+    started = time.perf_counter()
+    forecasts = model.forecast(history, horizon)
+    seconds = time.perf_counter() - started
+    actual = np.concatenate(held)
+    s = score(actual, np.concatenate([f.p50 for f in forecasts]), np.concatenate([f.p95 for f in forecasts]))
+    sn = ev.scores["seasonal_naive"].mae
+    started = time.perf_counter()
+    ev.model.forecast(history, horizon)
+    direct_seconds = time.perf_counter() - started
+    print(f"{trace} direct_mae_ratio_to_seasonal_naive {ev.scores['xgboost'].mae / sn:.4f}")
+    print(f"{trace} recursive_mae_ratio_to_seasonal_naive {s.mae / sn:.4f}")
+    print(f"{trace} direct_p95_coverage_pct {ev.scores['xgboost'].p95_coverage:.2f}")
+    print(f"{trace} recursive_p95_coverage_pct {s.p95_coverage:.2f}")
+    print(f"{trace} direct_forecast_seconds {direct_seconds:.3f}")
+    print(f"{trace} recursive_forecast_seconds {seconds:.3f}")
+    print(f"{trace} recursive_train_seconds {model.train_seconds:.2f}")
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    defaults = TrainParams()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--horizon", type=int, default=288)
-    ap.add_argument("--traces", nargs="*", default=list(TRACES))
-    ap.add_argument("--rounds", type=int, default=TrainParams.rounds)
+    ap.add_argument("--traces", nargs="*", default=list(TRACES), choices=list(TRACES))
+    ap.add_argument("--rounds", type=int, default=defaults.rounds, help="most boosting rounds")
+    ap.add_argument("--max-depth", type=int, default=defaults.max_depth)
+    ap.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    ap.add_argument("--min-child-weight", type=float, default=defaults.min_child_weight)
+    ap.add_argument("--max-rows", type=int, default=defaults.max_rows, help="training rows (sub-sampled)")
+    ap.add_argument("--per-point", type=int, default=defaults.per_point, help="horizons per observed target")
+    ap.add_argument("--max-bin", type=int, default=defaults.max_bin)
+    ap.add_argument("--base", default=defaults.base, help='"", "auto" or a level feature (median_14d)')
+    ap.add_argument("--early-stopping", type=int, default=defaults.early_stopping_rounds, help="rounds; 0 = off")
+    ap.add_argument("--no-refit", action="store_true", help="keep the early-stopped model, no refit")
+    ap.add_argument("--calibrate", action="store_true", help="conformal p95 shift on the validation day")
+    ap.add_argument("--no-recursive", action="store_true", help="skip the recursive comparison")
+    ap.add_argument("--all-baselines", action="store_true", help="print every baseline's figures")
     args = ap.parse_args()
     if not (args.data / "traces").is_dir():
         print(f"skip: no traces under {args.data}", file=sys.stderr)
         return 0
-    params = TrainParams(rounds=args.rounds)
+    params = dataclasses.replace(
+        defaults,
+        rounds=args.rounds,
+        max_depth=args.max_depth,
+        learning_rate=args.learning_rate,
+        min_child_weight=args.min_child_weight,
+        max_rows=args.max_rows,
+        per_point=args.per_point,
+        max_bin=args.max_bin,
+        base=args.base,
+        early_stopping_rounds=args.early_stopping,
+        refit=not args.no_refit,
+        calibrate=args.calibrate,
+    )
     for trace in args.traces:
         panel = load(args.data, trace)
         ev = evaluate(panel, horizon=args.horizon, params=params)
         sn = ev.scores["seasonal_naive"].mae
-        for name, s in ev.scores.items():
-            print(f"{trace} mae_{name} {s.mae:.4f}")
-            print(f"{trace} mae_ratio_to_seasonal_naive_{name} {s.mae / sn:.4f}")
-            print(f"{trace} smape_{name} {s.smape:.2f}")
-            print(f"{trace} p95_coverage_pct_{name} {s.p95_coverage:.2f}")
+        model = ev.scores["xgboost"]
         best = min((n for n in ev.scores if n != "xgboost"), key=lambda n: ev.scores[n].mae)
+        print(f"{trace} series {len(panel)}")
+        print(f"{trace} model_mae {model.mae:.4f}")
+        print(f"{trace} seasonal_naive_mae {sn:.4f}")
         print(f"{trace} best_heuristic {best}")
-        print(f"{trace} mae_ratio_to_best_heuristic {ev.scores['xgboost'].mae / ev.scores[best].mae:.4f}")
+        print(f"{trace} best_heuristic_mae {ev.scores[best].mae:.4f}")
+        print(f"{trace} mae_ratio_to_seasonal_naive {model.mae / sn:.4f}")
+        print(f"{trace} best_heuristic_ratio_to_seasonal_naive {ev.scores[best].mae / sn:.4f}")
+        print(f"{trace} mae_ratio_to_best_heuristic {model.mae / ev.scores[best].mae:.4f}")
+        print(f"{trace} p95_coverage_pct {model.p95_coverage:.2f}")
+        for name, s in ev.scores.items():
+            if name != "xgboost":
+                print(f"{trace} heuristic_ratio_to_seasonal_naive_{name} {s.mae / sn:.4f}")
+                if args.all_baselines:
+                    print(f"{trace} heuristic_p95_coverage_pct_{name} {s.p95_coverage:.2f}")
         print(f"{trace} train_rows {ev.model.train_rows}")
-        print(f"{trace} history_rows {panel.n_points()}")
+        print(f"{trace} boosting_rounds {ev.model.meta.get('rounds')}")
         print(f"{trace} train_seconds {ev.model.train_seconds:.2f}")
         print(f"{trace} train_cpu_seconds_per_core {ev.model.train_cpu_seconds / 2:.2f}")
-        print(f"{trace} inference_rows_per_s_with_features {inference_rate(ev.model, panel, args.horizon):.0f}")
+        history, _ = panel.split(args.horizon)
+        print(f"{trace} inference_rows_per_s {inference_rate(ev.model, history, args.horizon):.0f}")
         print(f"{trace} inference_rows_per_s_predict_only {predict_only_rate(ev.model):.0f}")
         sys.stdout.flush()
+        if not args.no_recursive:
+            recursive_figures(trace, panel, args.horizon, params, ev)
+            sys.stdout.flush()
     return 0
 
 

@@ -69,6 +69,18 @@ def median_last_week(y: FloatArray, horizon: int, day: int) -> FloatArray:
     return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
 
 
+def median_last_hour(y: FloatArray, horizon: int, day: int) -> FloatArray:
+    """Flat: the median of the last hour (the best flat level on Azure's smooth series)."""
+    recent = y[-max(1, day // 24) :]
+    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+
+
+def median_last_2_weeks(y: FloatArray, horizon: int, day: int) -> FloatArray:
+    """Flat: the median of the last 14 days (the best flat level on Bitbrains' spiky series)."""
+    recent = y[-14 * day :]
+    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+
+
 BASELINES: dict[str, Callable[[FloatArray, int, int], FloatArray]] = {
     "seasonal_naive": seasonal_naive,
     "last_value": last_value,
@@ -76,6 +88,8 @@ BASELINES: dict[str, Callable[[FloatArray, int, int], FloatArray]] = {
     "blend_yday_weekly": blend,
     "median_last_6h": median_last_6h,
     "median_last_week": median_last_week,
+    "median_last_hour": median_last_hour,
+    "median_last_2_weeks": median_last_2_weeks,
 }
 
 
