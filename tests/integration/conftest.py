@@ -45,7 +45,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "db_backend",
             [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)],
             indirect=True,
-            scope="function",
+            scope="session",  # group by backend: one catalog in memory at a time, not one per switch
         )
 
 
