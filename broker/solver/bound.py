@@ -1,0 +1,359 @@
+"""A lower bound valid for the whole catalog from any round of column generation.
+
+The restricted LP's duals give a Lagrangian relaxation of the full-catalog model. Keep
+the demand rows sum_p x_cp = R_c, the node bounds 0 <= n_p <= max_nodes and the column
+bounds; dualise every other row with multipliers of the valid sign (in a minimisation
+y <= 0 on <= rows, y >= 0 on >= rows): the fixed rows (spot caps, spread, node, egress,
+keep, moves) with the LP's duals y, the capacity rows sum_c d_cr x_cp <= cap_pr n_p of
+pool p with mu_pr >= 0 (any choice), the fit rows x_cp <= fit_cp n_p of the restricted
+model with their LP duals phi_cp >= 0 (others with 0, i.e. dropped). For every feasible
+(x, n, z, e, k) the objective is at least
+
+    L = offset + sum_{i fixed, not demand} y_i b_i
+        + sum_{j in z, e, k columns} min(rc_j * lo_j, rc_j * hi_j)
+        + sum_p rcn_p n_p + sum_cp coef_cp x_cp
+
+with coef_cp = cost_cp - (A^T y)_cp + sum_r d_cr mu_pr + phi_cp (A without the demand
+rows) and rcn_p = eff_p - sum_r cap_pr mu_pr - sum_c fit_cp phi_cp, where
+eff_p = node_cost_p - credit_p and credit_p is what n_p earns in the spread node rows
+sum_{q at s} n_q >= z_cs / K_c of every class that may use p (the full catalog's
+coefficients, not only the restricted model's). Minimising over the demand rows gives
+
+    LB = ... + sum_p min_{n_p} rcn_p n_p + sum_c R_c min_p coef_cp,
+
+the min over EVERY candidate pool of class c, in the model or not. Choosing
+mu_pr = eff_p w_pr / cap_pr with w >= 0, sum_r w_pr = 1 makes rcn_p = 0: that is keeping
+the capacity rows with the aggregate n_p >= sum_r w_pr load_pr / cap_pr. When rcn_p < 0
+(a pool at its max_nodes in the LP, or one whose spread credit exceeds its cost) the
+node term is either rcn_p * max_nodes_p, or rcn_p * sum_c x_cp folded into every coef_cp
+of p: some cost-minimal placement runs no empty node (node costs are >= 0 and a replica
+fits one node of each of its candidates), so n_p <= sum_c x_cp holds for an optimum,
+and the bound stays a bound on the optimum (of the MIP; it can exceed the full LP).
+
+The egress fractions e get the upper bound 1 (an optimum has e = max(0, x_k/R_k - x_v/R_v)).
+
+Which mu per pool: the LP's capacity-row duals for pools in the restricted model (as
+they are, with their fit-row duals, or scaled so that rcn_p = 0), and for every pool a
+few resource directions w (the in-model average at the same site, the in-model global
+average, cpu, memory, half-half, gpu). Each is scored per pool by how far it drags the
+pool's columns below the class's LP dual (sum_c R_c min(0, coef_cp - y_c) plus the
+node term) and the best one is kept; any choice is valid, the score only makes it tight.
+At CG convergence the LP's own multipliers reproduce the LP dual objective, so the bound
+equals z_LP up to rounding.
+
+Pure numpy over the universe (a few passes in chunks); nothing here touches the model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.solver.master import Master
+from broker.solver.model import Layout, ModelInput
+from broker.solver.pricing import Universe
+
+CHUNK = 1 << 19  # universe columns per numpy pass (keeps temporaries to a few MB)
+
+# fixed resource directions tried on every pool: cpu, memory, half-half, gpu
+_DIRECTIONS = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+CANDIDATES = ("lp", "lp-scaled", "site-avg", "global-avg", "cpu", "memory", "half", "gpu")
+
+
+@dataclass
+class BoundDetail:
+    value: float
+    chosen: dict[str, int]  # universe pools per multiplier candidate
+    node_penalty: float = 0.0  # what the node terms cost (<= 0)
+
+
+@dataclass
+class _Cand:
+    mu: FloatArray  # [pools, 3] >= 0, multipliers of the capacity rows
+    phi_scale: FloatArray  # [pools] multiplier of the LP's fit-row duals
+    valid: BoolArray  # [pools]
+
+
+@dataclass
+class _Cols:
+    """What every pass over the universe reads; pools are numbered 0..P-1 (universe pools)."""
+
+    uni: Universe
+    local: IntArray  # catalog pool -> universe pool number (-1 = none)
+    g: FloatArray  # cost - A^T y per universe column (no capacity or fit multipliers)
+    demand: FloatArray
+    replicas: FloatArray
+    target: FloatArray  # the classes' demand duals: what a replica costs in the LP
+    inside: BoolArray  # universe columns in the restricted model
+    xc: IntArray  # those columns' class, pool number, g and fit-row dual
+    xp: IntArray
+    g_in: FloatArray
+    phi: FloatArray
+
+
+def lagrangian_bound(
+    mi: ModelInput,
+    universe: Universe,
+    m: Master,
+    row_dual: FloatArray,
+    col_dual: FloatArray | None = None,
+) -> float:
+    """A lower bound on the optimum over the whole catalog (-inf when none follows).
+
+    row_dual/col_dual: the restricted LP's duals (HiGHS' sign convention, minimisation);
+    col_dual defaults to the master's current solution."""
+    return lagrangian_bound_detail(mi, universe, m, row_dual, col_dual).value
+
+
+def lagrangian_bound_detail(
+    mi: ModelInput,
+    universe: Universe,
+    m: Master,
+    row_dual: FloatArray,
+    col_dual: FloatArray | None = None,
+) -> BoundDetail:
+    u = universe.cols
+    lay = m.lay
+    nf, nc = lay.n_fixed_rows, lay.n_classes
+    none = BoundDetail(-math.inf, {})
+    if nc == 0 or (np.bincount(u.cls, minlength=nc) == 0).any():
+        return none
+    y_raw = np.asarray(row_dual, dtype=np.float64)
+    y = _valid_sign(y_raw[:nf], lay.row_lo, lay.row_hi)
+    y[:nc] = 0.0  # the demand rows are kept
+    rhs = np.where(y < 0, lay.row_hi, np.where(y > 0, lay.row_lo, 0.0))
+    value = _offset(m) + float(y @ rhs) + _fixed_columns_term(mi, lay, y)
+    if not math.isfinite(value):
+        return none
+
+    pools = universe.seg_pool  # every pool some class may use
+    n_p = len(pools)
+    local = np.full(mi.n_pools, -1, dtype=np.int64)
+    local[pools] = np.arange(n_p)
+    demand = m.demand
+    cap = np.stack([mi.vcpus[pools], mi.mem[pools], mi.gpus[pools]], axis=1).astype(np.float64)
+    node_cost = mi.node_cost[pools]
+    max_nodes = mi.max_nodes[pools]
+    has_z = u.zpos >= 0
+    credit = _per_pool(local[u.pool[has_z]], y[lay.node_row0 + u.zpos[has_z]], n_p)
+
+    # the restricted LP's capacity and fit-row duals
+    mu_raw = np.zeros((n_p, 3))
+    for r in range(3):
+        rows = m.cap_row[pools, r]
+        on = rows >= 0
+        mu_raw[on, r] = y_raw[rows[on]]
+    mu_lp = np.maximum(-mu_raw, 0.0)
+    xi = m.x_uni
+    xc, xp = u.cls[xi], local[u.pool[xi]]
+    phi = np.zeros(len(xi))
+    cut = np.flatnonzero(u.fit_cut[xi])
+    if len(cut):
+        if col_dual is None:
+            col_dual = np.asarray(m.h.getSolution().col_dual)
+        cd = np.asarray(col_dual, dtype=np.float64)[m.x_col[cut]]
+        ci = xi[cut]
+        # HiGHS: col_dual = cost - A^T y over all rows; the fit row's dual is what is left
+        plain = u.cost[ci] - u.fixed[:, ci].T @ y_raw[:nf] - (demand[xc[cut]] * mu_raw[xp[cut]]).sum(axis=1)
+        phi[cut] = np.maximum(cd - plain, 0.0)
+    fitphi = _per_pool(xp, phi * u.fit[xi], n_p)
+    g = u.cost - u.fixed.T @ y
+    cols = _Cols(universe, local, g, demand, m.replicas, y_raw[:nc], m.in_model, xc, xp, g[xi], phi)
+
+    # per candidate and pool: the node term (no shift) or the shift variant, scored
+    inpool = m.pool_col[pools] >= 0
+    cands = _candidates(mi.site_idx[pools], mi.n_sites, inpool, cap, node_cost - credit, mu_lp, fitphi)
+    k_n = len(cands)
+    scores = np.full((2 * k_n, n_p), -np.inf)
+    nterms = np.zeros((k_n, n_p))
+    shifts = np.zeros((k_n, n_p))
+    zero = np.zeros(n_p)
+    for k, cand in enumerate(cands):
+        a = node_cost - (cap * cand.mu).sum(axis=1) - cand.phi_scale * fitphi
+        rcn = a - credit
+        nterms[k] = _node_term(a, credit, max_nodes)
+        scores[k] = np.where(cand.valid, nterms[k] + _drag(cols, cand, zero, None), -np.inf)
+        neg = cand.valid & (rcn < 0) & (node_cost >= 0)
+        if neg.any():  # rcn * sum_c x_cp in the pool's x coefficients instead
+            shifts[k] = np.where(neg, rcn, 0.0)
+            scores[k_n + k] = np.where(neg, _drag(cols, cand, shifts[k], neg), -np.inf)
+    best = np.argmax(scores, axis=0)
+    pick = np.arange(n_p)
+    if not np.isfinite(scores[best, pick]).all():
+        return none
+    by_shift = best >= k_n
+    kk = best % k_n
+    mu = np.stack([c.mu for c in cands])[kk, pick]
+    phi_scale = np.stack([c.phi_scale for c in cands])[kk, pick]
+    shift = np.where(by_shift, shifts[kk, pick], 0.0)
+    penalty = float(np.where(by_shift, 0.0, nterms[kk, pick]).sum())
+    value += penalty + float(cols.replicas @ _class_minima(cols, mu, phi_scale, shift, nc))
+    counts = np.bincount(kk, minlength=k_n)
+    chosen = {name: int(n) for name, n in zip(CANDIDATES, counts, strict=True) if n}
+    return BoundDetail(value, chosen, penalty)
+
+
+def _per_pool(pool: IntArray, weights: FloatArray, n_p: int) -> FloatArray:
+    out: FloatArray = np.bincount(pool, weights=weights, minlength=n_p).astype(np.float64)
+    return out
+
+
+def _node_term(a: FloatArray, credit: FloatArray, max_nodes: FloatArray) -> FloatArray:
+    """min over 0 <= n <= max_nodes of a n - credit min(n, 1) (-inf when unbounded).
+
+    A site's node row only needs one node: sum_{q at s} min(n_q, 1) >= z_cs / K_c holds
+    wherever the row does (z_cs <= K_c), so a pool earns its credit at most once."""
+    finite = np.isfinite(max_nodes)
+    top = np.where(finite, max_nodes, 1.0)
+    at_top = np.minimum(0.0, a * top - credit * np.minimum(top, 1.0))
+    out: FloatArray = np.where(a < 0, np.where(finite, at_top, -np.inf), np.minimum(0.0, a - credit))
+    return out
+
+
+def _drag(cols: _Cols, cand: _Cand, shift: FloatArray, pools: BoolArray | None) -> FloatArray:
+    """Per pool: sum_c R_c min(0, coef_cp - y_c) over its columns (only `pools` when given)."""
+    u = cols.uni.cols
+    n_p = len(shift)
+    out = np.zeros(n_p)
+    for idx in _column_sets(cols.uni, pools):
+        cls, pool = u.cls[idx], cols.local[u.pool[idx]]
+        coef = cols.g[idx] + shift[pool] + _mu_dot(cand.mu, cols.demand, pool, cls)
+        drag = cols.replicas[cls] * np.minimum(coef - cols.target[cls], 0.0)
+        drag[cols.inside[idx]] = 0.0
+        out += np.bincount(pool, weights=drag, minlength=n_p)
+    xc, xp = cols.xc, cols.xp
+    coef_in = cols.g_in + shift[xp] + _mu_dot(cand.mu, cols.demand, xp, xc) + cand.phi_scale[xp] * cols.phi
+    drag_in = cols.replicas[xc] * np.minimum(coef_in - cols.target[xc], 0.0)
+    if pools is not None:
+        drag_in[~pools[xp]] = 0.0
+    out += np.bincount(xp, weights=drag_in, minlength=n_p)
+    return out
+
+
+def _class_minima(cols: _Cols, mu: FloatArray, phi_scale: FloatArray, shift: FloatArray, nc: int) -> FloatArray:
+    u = cols.uni.cols
+    cmin = np.full(nc, np.inf)
+    for idx in _column_sets(cols.uni, None):
+        cls, pool = u.cls[idx], cols.local[u.pool[idx]]
+        coef = cols.g[idx] + shift[pool] + _mu_dot(mu, cols.demand, pool, cls)
+        coef[cols.inside[idx]] = np.inf
+        _class_min(cmin, cls, coef)
+    xc, xp = cols.xc, cols.xp
+    coef_in = cols.g_in + shift[xp] + _mu_dot(mu, cols.demand, xp, xc) + phi_scale[xp] * cols.phi
+    np.minimum.at(cmin, xc, coef_in)
+    return cmin
+
+
+def _valid_sign(y: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArray:
+    """Duals clipped to the sign their row allows (<= rows: y <= 0, >= rows: y >= 0)."""
+    out: FloatArray = np.where((y < 0) & np.isfinite(hi), y, 0.0) + np.where((y > 0) & np.isfinite(lo), y, 0.0)
+    return out
+
+
+def _offset(m: Master) -> float:
+    return float(m.h.getObjectiveOffset()[1])
+
+
+def _fixed_columns_term(mi: ModelInput, lay: Layout, y: FloatArray) -> float:
+    """sum over the z, e and keep columns of min over their bounds of rc_j * value_j."""
+    nz, ne, nk = lay.n_z, lay.n_e, len(lay.keep_key)
+    total = 0.0
+    if nz:
+        z_rows = lay.n_classes + int((lay.spot_row >= 0).sum()) + np.arange(nz)
+        size = np.array([float(mi.classes[int(c)].size) for c in lay.z_class])
+        rc = -(y[z_rows] - y[lay.spread_total_row[lay.z_class]] - y[lay.node_row0 + np.arange(nz)] / size)
+        total += float(np.minimum(rc * size, 0.0).sum())
+    if ne:
+        rc = lay.e_cost - y[lay.e_row0 + np.arange(ne)]
+        total += float(np.minimum(rc, 0.0).sum())  # 0 <= e <= 1 at an optimum
+    if nk:
+        rc = -mi.move_cost - y[lay.keep_row0 + np.arange(nk)]
+        if lay.moves_row >= 0:
+            rc = rc + y[lay.moves_row]
+        total += float(np.minimum(rc * mi.keep_cur, 0.0).sum())
+    return total
+
+
+def _candidates(
+    site: IntArray,
+    n_sites: int,
+    inpool: BoolArray,
+    cap: FloatArray,
+    eff: FloatArray,
+    mu_lp: FloatArray,
+    fitphi: FloatArray,
+) -> list[_Cand]:
+    """Capacity-row multipliers per pool, one set per name in CANDIDATES."""
+    n_p = len(site)
+    zeros = np.zeros(n_p)
+    pos = np.maximum(eff, 0.0)
+    out = [_Cand(mu_lp, np.ones(n_p), inpool)]
+    load = (cap * mu_lp).sum(axis=1) + fitphi
+    scale = np.where(load > 0, pos / np.where(load > 0, load, 1.0), 0.0)
+    out.append(_Cand(mu_lp * scale[:, None], scale, inpool))
+    # the LP's resource directions, normalised, averaged over in-model pools
+    w_lp = cap * mu_lp
+    s = w_lp.sum(axis=1)
+    good = inpool & (s > 0) & (eff > 0)
+    w_lp = np.where(good[:, None], w_lp / np.where(s > 0, s, 1.0)[:, None], 0.0)
+    glob = w_lp[good].mean(axis=0) if good.any() else np.array([0.5, 0.5, 0.0])
+    per_site = np.zeros((n_sites, 3))
+    for r in range(3):
+        per_site[:, r] = np.bincount(site[good], weights=w_lp[good, r], minlength=n_sites)
+    cnt = np.bincount(site[good], minlength=n_sites)
+    site_w = np.where(cnt[:, None] > 0, per_site / np.maximum(cnt, 1)[:, None], glob)
+    out.append(_direction(site_w[site], cap, pos))
+    out.append(_direction(np.broadcast_to(glob, (n_p, 3)), cap, pos))
+    for w in _DIRECTIONS:
+        out.append(_direction(np.broadcast_to(w, (n_p, 3)), cap, pos))
+    for c in out[2:]:
+        c.phi_scale = zeros
+    return out
+
+
+def _direction(w: FloatArray, cap: FloatArray, pos_eff: FloatArray) -> _Cand:
+    """mu = eff * w / cap with w renormalised over the resources the pool has (sum 1)."""
+    w = np.where(cap > 0, w, 0.0)
+    s = w.sum(axis=1)
+    w = w / np.where(s > 0, s, 1.0)[:, None]
+    mu = np.where(cap > 0, pos_eff[:, None] * w / np.where(cap > 0, cap, 1.0), 0.0)
+    return _Cand(mu, np.zeros(len(s)), s > 0)
+
+
+def _mu_dot(mu: FloatArray, demand: FloatArray, pool: IntArray, cls: IntArray) -> FloatArray:
+    out: FloatArray = mu[pool, 0] * demand[cls, 0] + mu[pool, 1] * demand[cls, 1]
+    if demand[:, 2].any():
+        out += mu[pool, 2] * demand[cls, 2]
+    return out
+
+
+def _class_min(cmin: FloatArray, cls: IntArray, coef: FloatArray) -> None:
+    """cmin[c] = min(cmin[c], min coef over entries of class c); cls is sorted."""
+    if len(cls) == 0:
+        return
+    starts = np.flatnonzero(np.r_[True, cls[1:] != cls[:-1]])
+    seg = np.minimum.reduceat(coef, starts)
+    ids = cls[starts]
+    cmin[ids] = np.minimum(cmin[ids], seg)
+
+
+def _column_sets(uni: Universe, pools: BoolArray | None) -> Iterator[IntArray | slice]:
+    """Universe columns in chunks: all of them, or those of the (universe-numbered) pools in the mask."""
+    n = uni.size
+    if pools is None:
+        for a in range(0, n, CHUNK):
+            yield slice(a, min(n, a + CHUNK))
+        return
+    segs = np.flatnonzero(pools)  # universe pool k is segment k
+    if len(segs) == 0:
+        return
+    ends = np.r_[uni.starts[1:], n]
+    begin, count = uni.starts[segs], ends[segs] - uni.starts[segs]
+    pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
+    cols = np.sort(uni.order[pos])
+    for a in range(0, len(cols), CHUNK):
+        yield cols[a : a + CHUNK]

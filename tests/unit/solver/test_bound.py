@@ -1,0 +1,178 @@
+"""The catalog-wide Lagrangian bound against proven optima on small synthetic catalogs.
+
+Every instance has spread, spot caps, a depends_on pair (egress columns) and a current
+placement (keep rows). The optimum comes from the full model (every universe column in
+one HiGHS MIP, solved to optimality); the rounds come from the real column generation
+in search.py, with the bound computed from each round's duals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import math
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import broker.solver.search as search_mod
+from broker.domain import CapacityType, Dependency, Workload
+from broker.solver import PlacementProblem
+from broker.solver.bound import lagrangian_bound, lagrangian_bound_detail
+from broker.solver.master import Master
+from broker.solver.model import ModelInput, make_layout
+from broker.solver.pricing import Universe, column_reduced_costs, make_universe
+from broker.solver.search import ClassPlacement
+
+from .synthetic import GDPR, US_ONLY, problem
+
+solve_mod = importlib.import_module("broker.solver.solve")
+SPOT_OK = (CapacityType.ONDEMAND, CapacityType.SPOT)
+SHAPES = [(0.5, 1.0), (1.0, 2.0), (2.0, 4.0), (1.0, 4.0), (2.0, 8.0), (3.0, 6.0), (4.0, 16.0)]
+
+
+def _instance(seed: int, n: int = 14, *, spread: bool = True) -> PlacementProblem:
+    rnd = random.Random(seed)
+    ws: list[Workload] = []
+    for i in range(n):
+        cpu, mem = rnd.choice(SHAPES)
+        kw: dict[str, object] = {}
+        if spread and rnd.random() < 0.35:
+            kw["min_sites"] = 2
+        if rnd.random() < 0.35:
+            kw["capacity_types"] = SPOT_OK
+            kw["max_spot_fraction"] = 0.5
+        if rnd.random() < 0.3:
+            kw["residency"] = rnd.choice([GDPR, US_ONLY])
+        ws.append(Workload(f"w{i}", replicas=rnd.choice([1, 2, 3, 4, 6]), cpu=cpu, memory_gib=mem, **kw))  # type: ignore[arg-type]
+    # a pair that talks (egress columns); w1 runs somewhere now (keep rows, moves)
+    ws[0] = Workload("w0", replicas=3, cpu=1, memory_gib=2, depends_on=(Dependency("w1", 40.0),))
+    ws[1] = Workload("w1", replicas=2, cpu=1, memory_gib=2, min_sites=2 if spread else 1)
+    p = problem(ws)
+    now = p.table.pools[2].id  # a small on-demand pool
+    req = dataclasses.replace(p.request, current=(("w1", now, 2),), migration_cost_per_replica=2.0)
+    return dataclasses.replace(p, request=req)
+
+
+@functools.cache
+def _case(seed: int, spread: bool = True) -> tuple[ModelInput, list[ClassPlacement], float, float]:
+    """The ModelInput and start placements solve() hands to search(), the full LP and the optimum."""
+    seen: dict[str, object] = {}
+    real = solve_mod.search
+
+    def spy(mi: ModelInput, **kw: object) -> object:
+        seen["mi"], seen["starts"] = mi, kw["starts"]
+        return real(mi, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(solve_mod, "search", spy)
+        solve_mod.solve(_instance(seed, spread=spread), time_limit_s=10)
+    mi: ModelInput = seen["mi"]  # type: ignore[assignment]
+    return (mi, seen["starts"], *_optimum(mi))  # type: ignore[return-value]
+
+
+def _optimum(mi: ModelInput) -> tuple[float, float]:
+    """(LP, MIP optimum) of the full model: every candidate column of the catalog."""
+    lay = make_layout(mi)
+    uni = make_universe(mi, lay)
+    m = Master(mi, lay, uni.cols)
+    m.add_columns(np.arange(uni.size))
+    lp = m.solve_lp()
+    assert lp is not None
+    res = m.solve_mip(time_limit_s=30, seed=0, hint=None, rel_gap=1e-9)
+    assert res.status == "optimal"
+    return lp.value, res.value
+
+
+@dataclasses.dataclass
+class _Round:
+    z_lp: float
+    bound: float
+    others: list[float]  # bounds from perturbed multipliers (when asked for)
+
+
+def _rounds(
+    mi: ModelInput, starts: list[ClassPlacement], monkeypatch: pytest.MonkeyPatch, perturb: int = 0, **kw: int
+) -> tuple[list[_Round], search_mod.SearchResult | None]:
+    """Run the real column generation; the bound from every round's duals (and from
+    `perturb` random distortions of them: scaled, shifted, of either sign)."""
+    out: list[_Round] = []
+    real = column_reduced_costs
+    rng = np.random.default_rng(0)
+
+    def spy(mi_: ModelInput, uni: Universe, m: Master, row_dual: np.ndarray) -> np.ndarray:
+        z = float(m.h.getInfo().objective_function_value)
+        others = []
+        col_dual = np.asarray(m.h.getSolution().col_dual)
+        for _ in range(perturb):
+            y = row_dual * rng.uniform(0.0, 2.0, len(row_dual)) + rng.normal(0.0, 0.05, len(row_dual))
+            cd = col_dual + rng.normal(0.0, 0.05, len(col_dual))
+            others.append(lagrangian_bound_detail(mi_, uni, m, y, cd).value)
+        out.append(_Round(z, lagrangian_bound(mi_, uni, m, row_dual), others))
+        return real(mi_, uni, m, row_dual)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(search_mod, "column_reduced_costs", spy)
+        res = search_mod.search(mi, starts=starts, time_limit_s=20, seed=0, **kw)
+    return out, res
+
+
+def _cases() -> Iterator[int]:
+    yield from (0, 2, 6)
+
+
+@pytest.mark.parametrize("seed", list(_cases()))
+def test_bound_is_valid_in_every_round_of_unfinished_column_generation(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mi, starts, _, opt = _case(seed)
+    assert mi.classes and len(mi.keep_class) and any(c.min_sites > 1 for c in mi.classes)
+    full, _ = _rounds(mi, starts, monkeypatch)
+    assert len(full) >= 2  # round 1 found columns to add: unfinished
+    for max_rounds in (1, 2, 3):
+        rounds, res = _rounds(mi, starts, monkeypatch, max_rounds=max_rounds)
+        assert res is not None and len(rounds) == min(max_rounds, len(full))
+        for r in rounds:
+            assert r.bound <= opt + 1e-7 * max(1.0, abs(opt)), (max_rounds, r.bound, opt)
+    first = _rounds(mi, starts, monkeypatch, max_rounds=1)[0][0]
+    assert math.isfinite(first.bound) and first.bound > 0
+
+
+@pytest.mark.parametrize("seed", list(_cases()))
+def test_bound_reaches_the_lp_when_column_generation_converges(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    mi, starts, full_lp, opt = _case(seed)
+    rounds, res = _rounds(mi, starts, monkeypatch)
+    assert res is not None and res.proven
+    last = rounds[-1]
+    assert last.z_lp == pytest.approx(full_lp, rel=1e-6)
+    assert last.bound <= opt + 1e-7
+    # the restricted master counts a pool in a spread class's node row only once that class's
+    # column on it is in: the LP's duals can then over-credit such pools (see bound.py)
+    assert last.bound >= last.z_lp * (1 - 0.01)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_bound_equals_the_lp_at_convergence_without_spread(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    mi, starts, full_lp, opt = _case(seed, spread=False)
+    rounds, res = _rounds(mi, starts, monkeypatch)
+    assert res is not None and res.proven
+    assert rounds[-1].bound == pytest.approx(full_lp, rel=1e-7)
+    assert rounds[-1].bound <= opt + 1e-7
+
+
+def test_any_multipliers_give_a_valid_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validity does not rest on the duals being optimal, or even of the right sign."""
+    mi, starts, _, opt = _case(2)
+    rounds, _ = _rounds(mi, starts, monkeypatch, perturb=15)
+    others = [v for r in rounds for v in r.others]
+    assert len(others) >= 30 and any(math.isfinite(v) for v in others)
+    assert max(others) <= opt + 1e-7, (max(others), opt)
+
+
+def test_bound_beats_the_fallbacks_once_the_lp_has_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    mi, starts, _, _ = _case(0)
+    rounds, _ = _rounds(mi, starts, monkeypatch, max_rounds=3)
+    assert rounds[-1].bound > search_mod.simple_bound(mi)
