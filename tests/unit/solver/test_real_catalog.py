@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import yaml
@@ -37,7 +38,7 @@ def test_pareto_endpoint_returns_two_fronts_of_full_placements(shared_client: Te
         assert len(pts) >= 5, pts  # weighted sums found 4 here; epsilon steps fill the front
         assert [p["cost_per_hour"] for p in pts] == sorted(p["cost_per_hour"] for p in pts)
         # a front: cheaper points are worse on the other axis
-        assert all(a[axis] > b[axis] for a, b in zip(pts, pts[1:], strict=False)), pts
+        assert all(a[axis] > b[axis] for a, b in pairwise(pts)), pts
         for p in pts:
             assert p["placement"]["cost_per_hour"] == p["cost_per_hour"]
             assert sum(a["replicas"] for a in p["placement"]["assignments"]) == 8
