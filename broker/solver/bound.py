@@ -11,37 +11,49 @@ model with their LP duals phi_cp >= 0 (others with 0, i.e. dropped). For every f
 
     L = offset + sum_{i fixed, not demand} y_i b_i
         + sum_{j in z, e, k columns} min(rc_j * lo_j, rc_j * hi_j)
-        + sum_p rcn_p n_p + sum_cp coef_cp x_cp
+        + sum_p (a_p n_p - credit_p min(n_p, 1)) + sum_cp coef_cp x_cp
 
 with coef_cp = cost_cp - (A^T y)_cp + sum_r d_cr mu_pr + phi_cp (A without the demand
-rows) and rcn_p = eff_p - sum_r cap_pr mu_pr - sum_c fit_cp phi_cp, where
-eff_p = node_cost_p - credit_p and credit_p is what n_p earns in the spread node rows
-sum_{q at s} n_q >= z_cs / K_c of every class that may use p (the full catalog's
-coefficients, not only the restricted model's). Minimising over the demand rows gives
+rows) and a_p = node_cost_p - sum_r cap_pr mu_pr - sum_c fit_cp phi_cp. The node rows
+sum_{q at s} n_q >= z_cs / K_c (over every candidate q of class c at s: the full
+catalog's coefficients, not only the restricted model's) are used in the implied
+form sum_{q at s} min(n_q, 1) >= z_cs / K_c (z_cs <= K_c), so pool p earns its credit
+credit_p = sum of their multipliers at most once. Minimising over the demand rows gives
 
-    LB = ... + sum_p min_{n_p} rcn_p n_p + sum_c R_c min_p coef_cp,
+    LB = ... + sum_p min_{0 <= n_p <= max_nodes} (a_p n_p - credit_p min(n_p, 1))
+             + sum_c R_c min_p coef_cp,
 
 the min over EVERY candidate pool of class c, in the model or not. Choosing
-mu_pr = eff_p w_pr / cap_pr with w >= 0, sum_r w_pr = 1 makes rcn_p = 0: that is keeping
-the capacity rows with the aggregate n_p >= sum_r w_pr load_pr / cap_pr. When rcn_p < 0
-(a pool at its max_nodes in the LP, or one whose spread credit exceeds its cost) the
-node term is either rcn_p * max_nodes_p, or rcn_p * sum_c x_cp folded into every coef_cp
-of p: some cost-minimal placement runs no empty node (node costs are >= 0 and a replica
-fits one node of each of its candidates), so n_p <= sum_c x_cp holds for an optimum,
-and the bound stays a bound on the optimum (of the MIP; it can exceed the full LP).
-
-The egress fractions e get the upper bound 1 (an optimum has e = max(0, x_k/R_k - x_v/R_v)).
+mu_pr = eff_p w_pr / cap_pr (eff_p = node_cost_p - credit_p, w >= 0, sum_r w_pr = 1) makes
+the node term 0: that is keeping the capacity rows with n_p >= sum_r w_pr load_pr / cap_pr.
+Otherwise the node term is a_p - credit_p (a_p >= 0), its value at max_nodes (a_p < 0),
+or (a_p - credit_p) sum_c x_cp folded into every coef_cp of p: some cost-minimal
+placement runs no empty node (node costs are >= 0 and a replica fits one node of each
+of its candidates), so n_p <= sum_c x_cp holds at an optimum. The egress fractions get
+the upper bound 1 (an optimum has e = max(0, x_k/R_k - x_v/R_v)). The result bounds the
+optimum of the MIP; it can exceed the full catalog's LP.
 
 Which mu per pool: the LP's capacity-row duals for pools in the restricted model (as
-they are, with their fit-row duals, or scaled so that rcn_p = 0), and for every pool a
-few resource directions w (the in-model average at the same site, the in-model global
-average, cpu, memory, half-half, gpu). Each is scored per pool by how far it drags the
-pool's columns below the class's LP dual (sum_c R_c min(0, coef_cp - y_c) plus the
+they are, with their fit-row duals, or scaled so that the node term is 0), and for every
+pool a few resource directions w (the in-model average at the same site, the in-model
+global average, cpu, memory, half-half, gpu). Each is scored per pool by how far it drags
+the pool's columns below the class's LP dual (sum_c R_c min(0, coef_cp - y_c) plus the
 node term) and the best one is kept; any choice is valid, the score only makes it tight.
-At CG convergence the LP's own multipliers reproduce the LP dual objective, so the bound
-equals z_LP up to rounding.
 
-Pure numpy over the universe (a few passes in chunks); nothing here touches the model.
+Which y: far from convergence the LP's duals of a class's spread, spot and egress rows
+can cost more than they earn (the duals price a restricted catalog). The bound is
+evaluated with every class's rows at the LP's duals, with none of them (0), and with a
+per-class mix (each class where it did better); the best of the three is returned.
+
+At CG convergence the LP's own multipliers reproduce its dual objective, so the bound
+equals z_LP, provided the restricted master gives every pool it holds its coefficient in
+the node row of EVERY spread class that may use it. Master.add_columns sets that
+coefficient only with the (class, pool) column, so a pool in the model for one class is
+not counted for another class's node row: the LP's duals then over-credit such pools
+(measured: 6 % below z_LP at 12 workloads after convergence; exact with the coefficient
+set in add_pools). The bound stays valid either way.
+
+Pure numpy over the universe (a few passes in chunks); nothing here changes the model.
 """
 
 from __future__ import annotations
@@ -69,6 +81,7 @@ class BoundDetail:
     value: float
     chosen: dict[str, int]  # universe pools per multiplier candidate
     node_penalty: float = 0.0  # what the node terms cost (<= 0)
+    lp_share: float = 1.0  # share of the classes whose rows kept the LP's duals
 
 
 @dataclass
@@ -116,17 +129,72 @@ def lagrangian_bound_detail(
     row_dual: FloatArray,
     col_dual: FloatArray | None = None,
 ) -> BoundDetail:
+    """The bound at the LP's multipliers, at none of the fixed rows' multipliers, and at a
+    per-class mix of the two (whichever class did better), the best of the three.
+
+    Far from convergence the LP's duals of a class's spread, spot and egress rows can cost
+    more than they earn; scaling a class's rows by 0 gives up only that class's part."""
+    lay = m.lay
+    nc = lay.n_classes
+    u = universe.cols
+    if nc == 0 or (np.bincount(u.cls, minlength=nc) == 0).any():
+        return BoundDetail(-math.inf, {})
+    if col_dual is None:
+        col_dual = np.asarray(m.h.getSolution().col_dual)
+    full, per_full = _evaluate(mi, universe, m, row_dual, col_dual, np.ones(nc))
+    plain, per_plain = _evaluate(mi, universe, m, row_dual, col_dual, np.zeros(nc))
+    best = max((full, plain), key=lambda d: d.value)
+    lam = (per_full >= per_plain).astype(np.float64)
+    if 0 < lam.sum() < nc:
+        mixed, _ = _evaluate(mi, universe, m, row_dual, col_dual, lam)
+        best = max((best, mixed), key=lambda d: d.value)
+    return best
+
+
+def _row_owner(mi: ModelInput, lay: Layout) -> IntArray:
+    """The class each fixed row belongs to (-1: the moves cap); egress rows: the sender."""
+    owner = np.full(lay.n_fixed_rows, -1, dtype=np.int64)
+    nc = lay.n_classes
+    owner[:nc] = np.arange(nc)
+    spot = np.flatnonzero(lay.spot_row >= 0)
+    owner[lay.spot_row[spot]] = spot
+    nz = lay.n_z
+    owner[nc + len(spot) + np.arange(nz)] = lay.z_class
+    total = np.flatnonzero(lay.spread_total_row >= 0)
+    owner[lay.spread_total_row[total]] = total
+    owner[lay.node_row0 + np.arange(nz)] = lay.z_class
+    owner[lay.e_row0 + np.arange(lay.n_e)] = lay.e_class
+    owner[lay.keep_row0 + np.arange(len(lay.keep_key))] = mi.keep_class
+    return owner
+
+
+def _evaluate(
+    mi: ModelInput,
+    universe: Universe,
+    m: Master,
+    row_dual: FloatArray,
+    col_dual: FloatArray,
+    lam: FloatArray,
+) -> tuple[BoundDetail, FloatArray]:
+    """The bound with class c's fixed rows dualised at lam_c times the LP's duals, and each
+    class's share of it (its replicas' minima, its rows' constants and columns' terms)."""
     u = universe.cols
     lay = m.lay
     nf, nc = lay.n_fixed_rows, lay.n_classes
-    none = BoundDetail(-math.inf, {})
-    if nc == 0 or (np.bincount(u.cls, minlength=nc) == 0).any():
-        return none
+    none = BoundDetail(-math.inf, {}), np.full(nc, -np.inf)
     y_raw = np.asarray(row_dual, dtype=np.float64)
     y = _valid_sign(y_raw[:nf], lay.row_lo, lay.row_hi)
     y[:nc] = 0.0  # the demand rows are kept
+    owner = _row_owner(mi, lay)
+    scale = np.where(owner >= 0, lam[np.maximum(owner, 0)], 1.0)
+    egress = lay.e_row0 + np.arange(lay.n_e)  # the receiver's coefficients move too
+    scale[egress] = np.minimum(lam[lay.e_class], lam[lay.e_peer])
+    y *= scale
     rhs = np.where(y < 0, lay.row_hi, np.where(y > 0, lay.row_lo, 0.0))
-    value = _offset(m) + float(y @ rhs) + _fixed_columns_term(mi, lay, y)
+    per_class = _per_pool(np.maximum(owner, 0), np.where(owner >= 0, y * rhs, 0.0), nc)
+    cols_term, cols_per_class = _fixed_columns_term(mi, lay, y)
+    per_class += cols_per_class
+    value = _offset(m) + float(y @ rhs) + cols_term
     if not math.isfinite(value):
         return none
 
@@ -153,8 +221,6 @@ def lagrangian_bound_detail(
     phi = np.zeros(len(xi))
     cut = np.flatnonzero(u.fit_cut[xi])
     if len(cut):
-        if col_dual is None:
-            col_dual = np.asarray(m.h.getSolution().col_dual)
         cd = np.asarray(col_dual, dtype=np.float64)[m.x_col[cut]]
         ci = xi[cut]
         # HiGHS: col_dual = cost - A^T y over all rows; the fit row's dual is what is left
@@ -172,11 +238,16 @@ def lagrangian_bound_detail(
     nterms = np.zeros((k_n, n_p))
     shifts = np.zeros((k_n, n_p))
     zero = np.zeros(n_p)
+    # candidates valid on most pools share one pass over the universe; the others (the LP's,
+    # on the restricted model's pools; gpu) read only their pools' columns
+    wide = [k for k, c in enumerate(cands) if c.valid.mean() >= 0.25]
+    drags = dict(zip(wide, _drag_many(cols, [cands[k] for k in wide]), strict=True))
     for k, cand in enumerate(cands):
         a = node_cost - (cap * cand.mu).sum(axis=1) - cand.phi_scale * fitphi
         rcn = a - credit
         nterms[k] = _node_term(a, credit, max_nodes)
-        scores[k] = np.where(cand.valid, nterms[k] + _drag(cols, cand, zero, None), -np.inf)
+        drag = drags[k] if k in drags else _drag(cols, cand, zero, cand.valid)
+        scores[k] = np.where(cand.valid, nterms[k] + drag, -np.inf)
         neg = cand.valid & (rcn < 0) & (node_cost >= 0)
         if neg.any():  # rcn * sum_c x_cp in the pool's x coefficients instead
             shifts[k] = np.where(neg, rcn, 0.0)
@@ -191,10 +262,11 @@ def lagrangian_bound_detail(
     phi_scale = np.stack([c.phi_scale for c in cands])[kk, pick]
     shift = np.where(by_shift, shifts[kk, pick], 0.0)
     penalty = float(np.where(by_shift, 0.0, nterms[kk, pick]).sum())
-    value += penalty + float(cols.replicas @ _class_minima(cols, mu, phi_scale, shift, nc))
+    share = cols.replicas * _class_minima(cols, mu, phi_scale, shift, nc)
+    value += penalty + float(share.sum())
     counts = np.bincount(kk, minlength=k_n)
     chosen = {name: int(n) for name, n in zip(CANDIDATES, counts, strict=True) if n}
-    return BoundDetail(value, chosen, penalty)
+    return BoundDetail(value, chosen, penalty, float(lam.mean())), per_class + share
 
 
 def _per_pool(pool: IntArray, weights: FloatArray, n_p: int) -> FloatArray:
@@ -234,6 +306,31 @@ def _drag(cols: _Cols, cand: _Cand, shift: FloatArray, pools: BoolArray | None) 
     return out
 
 
+def _drag_many(cols: _Cols, cands: list[_Cand]) -> list[FloatArray]:
+    """_drag of several candidates (no shift, every pool) in one pass over the universe."""
+    u = cols.uni.cols
+    n_p = len(cols.uni.seg_pool)
+    out = [np.zeros(n_p) for _ in cands]
+    gpu = bool(cols.demand[:, 2].any())
+    for idx in _column_sets(cols.uni, None):
+        cls, pool = u.cls[idx], cols.local[u.pool[idx]]
+        base = cols.g[idx] - cols.target[cls]
+        weight = np.where(cols.inside[idx], 0.0, cols.replicas[cls])
+        d0, d1 = cols.demand[cls, 0], cols.demand[cls, 1]
+        d2 = cols.demand[cls, 2] if gpu else None
+        for k, cand in enumerate(cands):
+            coef = base + cand.mu[pool, 0] * d0
+            coef += cand.mu[pool, 1] * d1
+            if d2 is not None:
+                coef += cand.mu[pool, 2] * d2
+            out[k] += np.bincount(pool, weights=weight * np.minimum(coef, 0.0), minlength=n_p)
+    xc, xp = cols.xc, cols.xp
+    for k, cand in enumerate(cands):
+        coef_in = cols.g_in + _mu_dot(cand.mu, cols.demand, xp, xc) + cand.phi_scale[xp] * cols.phi
+        out[k] += np.bincount(xp, weights=cols.replicas[xc] * np.minimum(coef_in - cols.target[xc], 0.0), minlength=n_p)
+    return out
+
+
 def _class_minima(cols: _Cols, mu: FloatArray, phi_scale: FloatArray, shift: FloatArray, nc: int) -> FloatArray:
     u = cols.uni.cols
     cmin = np.full(nc, np.inf)
@@ -258,24 +355,26 @@ def _offset(m: Master) -> float:
     return float(m.h.getObjectiveOffset()[1])
 
 
-def _fixed_columns_term(mi: ModelInput, lay: Layout, y: FloatArray) -> float:
-    """sum over the z, e and keep columns of min over their bounds of rc_j * value_j."""
+def _fixed_columns_term(mi: ModelInput, lay: Layout, y: FloatArray) -> tuple[float, FloatArray]:
+    """sum over the z, e and keep columns of min over their bounds of rc_j * value_j, and
+    per class (egress: the sender's)."""
     nz, ne, nk = lay.n_z, lay.n_e, len(lay.keep_key)
-    total = 0.0
+    nc = lay.n_classes
+    per_class = np.zeros(nc)
     if nz:
         z_rows = lay.n_classes + int((lay.spot_row >= 0).sum()) + np.arange(nz)
         size = np.array([float(mi.classes[int(c)].size) for c in lay.z_class])
         rc = -(y[z_rows] - y[lay.spread_total_row[lay.z_class]] - y[lay.node_row0 + np.arange(nz)] / size)
-        total += float(np.minimum(rc * size, 0.0).sum())
+        per_class += np.bincount(lay.z_class, weights=np.minimum(rc * size, 0.0), minlength=nc)
     if ne:
         rc = lay.e_cost - y[lay.e_row0 + np.arange(ne)]
-        total += float(np.minimum(rc, 0.0).sum())  # 0 <= e <= 1 at an optimum
+        per_class += np.bincount(lay.e_class, weights=np.minimum(rc, 0.0), minlength=nc)  # 0 <= e <= 1
     if nk:
         rc = -mi.move_cost - y[lay.keep_row0 + np.arange(nk)]
         if lay.moves_row >= 0:
             rc = rc + y[lay.moves_row]
-        total += float(np.minimum(rc * mi.keep_cur, 0.0).sum())
-    return total
+        per_class += np.bincount(mi.keep_class, weights=np.minimum(rc * mi.keep_cur, 0.0), minlength=nc)
+    return float(per_class.sum()), per_class
 
 
 def _candidates(
