@@ -135,6 +135,15 @@ class Master:
                 np.full(len(on), -INF), np.zeros(len(on)), self.pool_col[on], -caps[r][on].astype(np.float64), 1
             )
             self.cap_row[on, r] = rows
+        # a node of p counts towards the distinct-site rows of every spread class that may use p,
+        # whether or not that class's column on p is in the model yet: as in the full model
+        z = self.u.zpos >= 0
+        if z.any():
+            new = np.zeros(mi.n_pools, dtype=bool)
+            new[pools] = True
+            sel = np.flatnonzero(z & new[self.u.pool])
+            for zpos, pc in zip(self.u.zpos[sel].tolist(), self.pool_col[self.u.pool[sel]].tolist(), strict=True):
+                self.h.changeCoeff(int(self.lay.node_row0 + zpos), int(pc), 1.0)
 
     def add_columns(self, sel: IntArray) -> None:
         """Universe columns `sel` (and the pools they need)."""
@@ -169,10 +178,6 @@ class Master:
         self.in_model[sel] = True
         self.x_uni = np.concatenate([self.x_uni, sel])
         self.x_col = np.concatenate([self.x_col, xcols])
-        # a site that gives class c distinct-site slots runs at least one node c may use
-        for zpos, pc in zip(u.zpos[sel].tolist(), self.pool_col[pool].tolist(), strict=True):
-            if zpos >= 0:
-                self.h.changeCoeff(int(self.lay.node_row0 + zpos), int(pc), 1.0)
         cut = np.flatnonzero(u.fit_cut[sel])
         if len(cut):  # a replica runs on one node: x_cp <= fit_cp * n_p
             both = np.stack([xcols[cut], self.pool_col[pool[cut]]], axis=1).ravel()

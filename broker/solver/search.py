@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.pooltable import FloatArray, IntArray
+from broker.solver.bound import lagrangian_bound
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, make_layout
 from broker.solver.pricing import (
@@ -34,6 +35,8 @@ from broker.solver.pricing import (
 )
 
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
+# below, CG converges quickly and the Lagrangian bound is computed only at a time-out
+BOUND_EACH_ROUND_COLS = 500_000
 
 
 @dataclass
@@ -224,12 +227,17 @@ def search(
         outside = m.pool_col[rc_pools] < 0
         new_pool = outside & (rc_p < -tol)
         neg_cols = np.flatnonzero(~m.in_model & (rc_x < -tol))
-        lagrangian = max(lagrangian, _lagrangian(mi, uni, z_lp, rc_x, m.in_model, rc_pools, rc_p, outside))
         if not new_pool.any() and len(neg_cols) == 0:
             converged = True
             break
-        if left() < time_limit_s * 0.5:
-            break
+        out_of_time = left() < time_limit_s * 0.5
+        if out_of_time or uni.size >= BOUND_EACH_ROUND_COLS:
+            # a bound for the whole catalog from this round's duals (bound.py); on big requests
+            # every round, as its value goes up and down, and CG stops once the LP cannot fall
+            # much further below what is proven
+            lagrangian = max(lagrangian, lagrangian_bound(mi, uni, m, lp.row_dual))
+            if out_of_time or lagrangian >= z_lp - 0.5 * rel_gap * abs(z_lp):
+                break
         # a few columns per class and round: the basis is kept, so more rounds are cheap and
         # the model stays small (one big step per round made every LP slower)
         add = [_best_per_class(uni.cols.cls, rc_x, neg_cols, per_class)]
@@ -327,28 +335,6 @@ def search(
         pools_considered=len(m.pools),
         lp_rounds=rounds,
     )
-
-
-def _lagrangian(
-    mi: ModelInput,
-    u: Universe,
-    z_lp: float,
-    rc_x: FloatArray,
-    in_sel: BoolArray,
-    rc_pools: IntArray,
-    rc_p: FloatArray,
-    outside: BoolArray,
-) -> float:
-    """Lagrangian bound for unfinished column generation: z_LP plus the most every column and
-    pool left out could still save. A cost-minimal placement opens no node without a replica,
-    so a pool has at most as many nodes as the replicas that may use it."""
-    replicas = np.array([c.replicas for c in mi.classes], dtype=np.float64)
-    cols = ~in_sel & np.isfinite(rc_x) & (rc_x < 0)
-    value = z_lp + float((rc_x[cols] * replicas[u.cols.cls[cols]]).sum())
-    per_pool = np.add.reduceat(replicas[u.cols.cls[u.order]], u.starts)  # aligned with u.seg_pool
-    neg = outside & (rc_p < 0)
-    cap_nodes = np.minimum(per_pool[neg], mi.max_nodes[rc_pools[neg]])
-    return value + float((rc_p[neg] * cap_nodes).sum())
 
 
 def simple_bound(mi: ModelInput) -> float:
