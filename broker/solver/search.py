@@ -308,7 +308,8 @@ def search(
             excluded_min = min(excluded_min, float(rc_x[rest_cols].min()))
         m.add_columns(grown)
     if bound == -math.inf:
-        res = m.solve_mip(time_limit_s=left(), seed=seed, hint=hint(m), rel_gap=rel_gap)
+        # HiGHS overruns its limit by a few seconds on big models (presolve, the root LP): keep a margin
+        res = m.solve_mip(time_limit_s=0.75 * left(), seed=seed, hint=hint(m), rel_gap=rel_gap)
         if res.status == "infeasible" and incumbent is None:
             return None
         if res.status in ("optimal", "feasible"):
