@@ -208,7 +208,6 @@ class Master:
             value=float(self.h.getInfo().objective_function_value),
             row_dual=np.asarray(sol.row_dual),
             x=col[self.x_col],
-            n=col[self.pool_col[self.pools]],
         )
 
     def make_integer(self) -> None:
@@ -228,16 +227,15 @@ class Master:
         status = h.getModelStatus()
         info = h.getInfo()
         if status == highspy.HighsModelStatus.kInfeasible:
-            return MIPResult("infeasible", math.inf, math.inf, np.zeros(0), np.zeros(0))
+            return MIPResult("infeasible", math.inf, math.inf, np.zeros(0))
         if info.primal_solution_status != 2:  # kSolutionStatusFeasible
-            return MIPResult("unknown", math.inf, float(info.mip_dual_bound), np.zeros(0), np.zeros(0))
+            return MIPResult("unknown", math.inf, float(info.mip_dual_bound), np.zeros(0))
         col = np.asarray(h.getSolution().col_value)
         return MIPResult(
             "optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible",
             float(info.objective_function_value),
             float(info.mip_dual_bound),
             np.round(col[self.x_col]),
-            np.round(col[self.pool_col[self.pools]]),
         )
 
     def placement(self, xv: FloatArray) -> Placement:

@@ -13,10 +13,10 @@ site s, 0 <= z <= K_c) and egress fractions e_ks. Rows:
     egress     e_ks >= x_k(s)/R_k - x_v(s)/R_v        (traffic of k its peer v cannot
                                                        absorb at s leaves the site)
 
-The model is built over a restricted set of pools; the rows and columns that do
-not depend on the pools (demand, spot, spread, egress) have fixed positions, so
-the duals of a restricted LP price *every* candidate pool of the catalog
-(pricing.py). Everything is built with numpy/scipy arrays: a 20,000-workload
+The model is grown over a restricted set of pools (master.py); the rows and
+columns that do not depend on the pools (demand, spot, spread, egress) have fixed
+positions, so the duals of a restricted LP price *every* candidate pool of the
+catalog (pricing.py). Everything is built with numpy/scipy arrays: a 20,000-workload
 model is assembled in well under a second, where per-variable Python APIs
 took many seconds.
 """
@@ -202,17 +202,6 @@ class XColumns:
     zpos: IntArray  # z column of (class, site of pool), -1 = none
     fixed: sp.csc_matrix = field(repr=False)  # [n_fixed_rows, n_x]
 
-    def subset(self, sel: IntArray) -> XColumns:
-        return XColumns(
-            cls=self.cls[sel],
-            pool=self.pool[sel],
-            cost=self.cost[sel],
-            fit=self.fit[sel],
-            fit_cut=self.fit_cut[sel],
-            zpos=self.zpos[sel],
-            fixed=self.fixed[:, sel],
-        )
-
 
 def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
     """Every candidate (class, pool) column with its entries in the fixed rows, by class then pool."""
@@ -283,8 +272,7 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
 class LPResult:
     value: float
     row_dual: FloatArray
-    x: FloatArray  # per restricted x column
-    n: FloatArray  # per restricted pool
+    x: FloatArray  # per replica column of the restricted model
 
 
 @dataclass
@@ -293,4 +281,3 @@ class MIPResult:
     value: float
     bound: float
     x: FloatArray
-    n: FloatArray
