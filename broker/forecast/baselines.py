@@ -57,28 +57,30 @@ def blend(y: FloatArray, horizon: int, day: int) -> FloatArray:
     return 0.5 * seasonal_naive(y, horizon, day) + 0.5 * weekly_median(y, horizon, day)
 
 
+def _flat_median(y: FloatArray, horizon: int, window: int) -> FloatArray:
+    """Flat: the median of the last `window` points (the last value when they are all missing)."""
+    recent = y[-max(1, window) :]
+    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+
+
 def median_last_6h(y: FloatArray, horizon: int, day: int) -> FloatArray:
     """Flat: the median of the last 6 hours (strong on smooth series, e.g. Azure)."""
-    recent = y[-max(1, day // 4) :]
-    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+    return _flat_median(y, horizon, day // 4)
 
 
 def median_last_week(y: FloatArray, horizon: int, day: int) -> FloatArray:
     """Flat: the median of the last 7 days (strong on spiky series, e.g. Bitbrains)."""
-    recent = y[-7 * day :]
-    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+    return _flat_median(y, horizon, 7 * day)
 
 
 def median_last_hour(y: FloatArray, horizon: int, day: int) -> FloatArray:
     """Flat: the median of the last hour (the best flat level on Azure's smooth series)."""
-    recent = y[-max(1, day // 24) :]
-    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+    return _flat_median(y, horizon, day // 24)
 
 
 def median_last_2_weeks(y: FloatArray, horizon: int, day: int) -> FloatArray:
     """Flat: the median of the last 14 days (the best flat level on Bitbrains' spiky series)."""
-    recent = y[-14 * day :]
-    return np.full(horizon, float(np.nanmedian(recent)) if np.isfinite(recent).any() else last_finite(y))
+    return _flat_median(y, horizon, 14 * day)
 
 
 BASELINES: dict[str, Callable[[FloatArray, int, int], FloatArray]] = {
