@@ -206,8 +206,9 @@ def _evaluate(
     cap = np.stack([mi.vcpus[pools], mi.mem[pools], mi.gpus[pools]], axis=1).astype(np.float64)
     node_cost = mi.node_cost[pools]
     max_nodes = mi.max_nodes[pools]
-    has_z = u.zpos >= 0
-    credit = _per_pool(local[u.pool[has_z]], y[lay.node_row0 + u.zpos[has_z]], n_p)
+    zpos = u.zpos(slice(None))
+    has_z = zpos >= 0
+    credit = _per_pool(local[u.pool[has_z]], y[lay.node_row0 + zpos[has_z]], n_p)
 
     # the restricted LP's capacity and fit-row duals
     mu_raw = np.zeros((n_p, 3))
@@ -224,10 +225,10 @@ def _evaluate(
         cd = np.asarray(col_dual, dtype=np.float64)[m.x_col[cut]]
         ci = xi[cut]
         # HiGHS: col_dual = cost - A^T y over all rows; the fit row's dual is what is left
-        plain = u.cost[ci] - u.fixed[:, ci].T @ y_raw[:nf] - (demand[xc[cut]] * mu_raw[xp[cut]]).sum(axis=1)
+        plain = -u.earnings(y_raw[:nf])[u.group[ci]] - (demand[xc[cut]] * mu_raw[xp[cut]]).sum(axis=1)
         phi[cut] = np.maximum(cd - plain, 0.0)
     fitphi = _per_pool(xp, phi * u.fit[xi], n_p)
-    g = u.cost - u.fixed.T @ y
+    g = -u.earnings(y)[u.group]
     cols = _Cols(universe, local, g, demand, m.replicas, y_raw[:nc], m.in_model, xc, xp, g[xi], phi)
 
     # per candidate and pool: the node term (no shift) or the shift variant, scored

@@ -120,8 +120,20 @@ class Master:
         if len(pools) == 0:
             return
         hi = np.where(np.isinf(mi.max_nodes[pools]), INF, mi.max_nodes[pools])
+        # a node of p counts towards the distinct-site rows of every spread class that may use p,
+        # whether or not that class's column on p is in the model yet: as in the full model
+        # (one entry per spread (class, pool) column: a class has one column per pool)
         none = np.zeros(0, dtype=np.int64)
-        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, none, none, np.zeros(0))
+        rows, cols = none, none
+        if (self.u.g_zpos >= 0).any():
+            local = np.full(mi.n_pools, -1, dtype=np.int64)
+            local[pools] = np.arange(len(pools))
+            at = local[self.u.pool]
+            sel = np.flatnonzero(at >= 0)
+            zpos = self.u.zpos(sel)
+            spread = zpos >= 0
+            rows, cols = self.lay.node_row0 + zpos[spread], at[sel[spread]]
+        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, cols, rows, np.ones(len(rows)))
         self.pool_col[pools] = cols
         if self.integer:
             self._integral(cols)
@@ -135,15 +147,6 @@ class Master:
                 np.full(len(on), -INF), np.zeros(len(on)), self.pool_col[on], -caps[r][on].astype(np.float64), 1
             )
             self.cap_row[on, r] = rows
-        # a node of p counts towards the distinct-site rows of every spread class that may use p,
-        # whether or not that class's column on p is in the model yet: as in the full model
-        z = self.u.zpos >= 0
-        if z.any():
-            new = np.zeros(mi.n_pools, dtype=bool)
-            new[pools] = True
-            sel = np.flatnonzero(z & new[self.u.pool])
-            for zpos, pc in zip(self.u.zpos[sel].tolist(), self.pool_col[self.u.pool[sel]].tolist(), strict=True):
-                self.h.changeCoeff(int(self.lay.node_row0 + zpos), int(pc), 1.0)
 
     def add_columns(self, sel: IntArray) -> None:
         """Universe columns `sel` (and the pools they need)."""
@@ -155,8 +158,9 @@ class Master:
         self.add_pools(u.pool[sel])
         pool = u.pool[sel]
         # the columns' entries in the fixed rows, straight from the universe's CSC arrays
-        f = u.fixed
-        begin, count = f.indptr[sel], np.diff(f.indptr)[sel]
+        f = u.g_fixed
+        grp = u.group[sel]
+        begin, count = f.indptr[grp], np.diff(f.indptr)[grp]
         pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
         rows, cols, vals = [f.indices[pos]], [np.repeat(np.arange(len(sel)), count)], [f.data[pos]]
         d = self.demand[u.cls[sel]]
@@ -166,7 +170,7 @@ class Master:
             cols.append(use)
             vals.append(d[use, r])
         xcols = self._add_cols(
-            u.cost[sel],
+            u.g_cost[grp],
             np.zeros(len(sel)),
             self.replicas[u.cls[sel]],
             np.concatenate(cols).astype(np.int64),

@@ -192,79 +192,122 @@ def make_layout(mi: ModelInput) -> Layout:
 
 @dataclass
 class XColumns:
-    """Replica columns (class, pool) with their entries in the fixed rows."""
+    """Replica columns (class, pool), by class then pool.
+
+    Every column of class c at site s with the same capacity kind (spot or not) has the same
+    entries in the fixed rows and the same per-replica cost (storage and latency are priced
+    per site): such columns form a *group*, and the fixed-row matrix is stored per group
+    (~20x fewer than columns on the public catalog), so pricing reads it once per group.
+    Columns a keep row refers to (re-plans) are groups of their own."""
 
     cls: IntArray
     pool: IntArray
-    cost: FloatArray
     fit: FloatArray
     fit_cut: BoolArray
-    zpos: IntArray  # z column of (class, site of pool), -1 = none
-    fixed: sp.csc_matrix = field(repr=False)  # [n_fixed_rows, n_x]
+    group: IntArray  # per column
+    g_cost: FloatArray  # per group: objective cost per replica
+    g_zpos: IntArray  # per group: z column of (class, site), -1 = none
+    g_fixed: sp.csc_matrix = field(repr=False)  # [n_fixed_rows, n_groups]
+
+    @property
+    def size(self) -> int:
+        return len(self.cls)
+
+    def zpos(self, idx: IntArray | slice) -> IntArray:
+        out: IntArray = self.g_zpos[self.group[idx]]
+        return out
+
+    def cost(self, idx: IntArray | slice) -> FloatArray:
+        out: FloatArray = self.g_cost[self.group[idx]]
+        return out
+
+    def earnings(self, fixed_duals: FloatArray) -> FloatArray:
+        """Per group: (A^T y) - cost, what one replica earns under the fixed rows' duals."""
+        out: FloatArray = np.asarray(self.g_fixed.T @ fixed_duals) - self.g_cost
+        return out
 
 
 def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
-    """Every candidate (class, pool) column with its entries in the fixed rows, by class then pool."""
+    """Every candidate (class, pool) column, grouped, with the groups' entries in the fixed rows."""
     n_each = [len(c.cand) for c in mi.classes]
     xc = np.repeat(np.arange(len(mi.classes), dtype=np.int64), n_each)
-    xp = np.concatenate([c.cand for c in mi.classes])
+    xp = np.concatenate([c.cand for c in mi.classes]) if mi.classes else np.zeros(0, dtype=np.int64)
     n = len(xc)
-    cols = np.arange(n)
-    rows = [xc]
-    vals = [np.ones(n)]
-    ccols = [cols]
-    spot = (lay.spot_row[xc] >= 0) & (mi.cap_idx[xp] == SPOT)
-    rows.append(lay.spot_row[xc][spot])
-    vals.append(np.ones(int(spot.sum())))
-    ccols.append(cols[spot])
     ns = mi.n_sites
-    key = xc * ns + mi.site_idx[xp]
-    zpos = np.full(n, -1, dtype=np.int64)
+    # group key (class, site, spot) through a dense table: linear time, no sort of n keys
+    cell = mi.site_idx * 2 + (mi.cap_idx == SPOT)
+    key = xc * (2 * ns) + cell[xp]
+    seen = np.zeros(max(len(mi.classes), 1) * 2 * ns, dtype=bool)
+    seen[key] = True
+    gid = np.cumsum(seen) - 1
+    group = gid[key]
+    ng = int(seen.sum())
+    g_key = np.flatnonzero(seen)
+    if len(lay.keep_key):
+        # k_i - x_cp <= 0 names one column: it gets a group of its own
+        xkey = xc * mi.n_pools + xp
+        pos = np.minimum(np.searchsorted(xkey, lay.keep_key), max(n - 1, 0))
+        hit = (xkey[pos] == lay.keep_key) if n else np.zeros(len(pos), dtype=bool)
+        keep_cols = pos[hit]
+        group[keep_cols] = ng + np.arange(len(keep_cols))
+        g_key = np.concatenate([g_key, key[keep_cols]])
+        ng += len(keep_cols)
+        keep_rows = lay.keep_row0 + np.flatnonzero(hit)
+    gc = g_key // (2 * ns)
+    gs = (g_key % (2 * ns)) // 2
+    g_spot = (g_key % 2) == 1
+    g_cost = np.zeros(ng)
+    if n:
+        g_cost[group] = np.concatenate([c.rep_cost for c in mi.classes])
+    gcols = np.arange(ng)
+    rows = [gc]
+    vals = [np.ones(ng)]
+    ccols = [gcols]
+    spot = (lay.spot_row[gc] >= 0) & g_spot
+    rows.append(lay.spot_row[gc][spot])
+    vals.append(np.ones(int(spot.sum())))
+    ccols.append(gcols[spot])
+    cs_key = gc * ns + gs
+    g_zpos = np.full(ng, -1, dtype=np.int64)
     if lay.n_z:
-        pos = np.searchsorted(lay.z_key, key)
-        pos = np.minimum(pos, lay.n_z - 1)
-        hit = lay.z_key[pos] == key
-        zpos[hit] = pos[hit]
-        rows.append(lay.n_classes + int((lay.spot_row >= 0).sum()) + pos[hit])
-        vals.append(-np.ones(int(hit.sum())))
-        ccols.append(cols[hit])
+        pos = np.minimum(np.searchsorted(lay.z_key, cs_key), lay.n_z - 1)
+        hit_z = lay.z_key[pos] == cs_key
+        g_zpos[hit_z] = pos[hit_z]
+        rows.append(lay.n_classes + int((lay.spot_row >= 0).sum()) + pos[hit_z])
+        vals.append(-np.ones(int(hit_z.sum())))
+        ccols.append(gcols[hit_z])
     if lay.n_e:
-        e_row0 = lay.e_row0
         replicas = np.array([c.replicas for c in mi.classes], dtype=np.float64)
         for keys, owner, sign in ((lay.e_keys_k, lay.e_class, -1.0), (lay.e_keys_v, lay.e_peer, 1.0)):
-            # join x columns to egress columns on (class, site); a key can meet several egress columns
+            # join groups to egress columns on (class, site); a key can meet several egress columns
             order = np.argsort(keys, kind="stable")
             sk = keys[order]
-            lo_i = np.searchsorted(sk, key, side="left")
-            cnt = np.searchsorted(sk, key, side="right") - lo_i
-            xi = np.repeat(cols, cnt)
+            lo_i = np.searchsorted(sk, cs_key, side="left")
+            cnt = np.searchsorted(sk, cs_key, side="right") - lo_i
+            gi = np.repeat(gcols, cnt)
             offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-            e = order[lo_i[xi] + offs]
-            rows.append(e_row0 + e)
-            ccols.append(xi)
+            e = order[lo_i[gi] + offs]
+            rows.append(lay.e_row0 + e)
+            ccols.append(gi)
             # in e - x_k/R_k + x_v/R_v >= 0: the sender's replicas push traffic out
             vals.append(sign / replicas[owner[e]])
     if len(lay.keep_key):
-        # k_i - x_cp <= 0: a replica counts as kept only where it still runs
-        xkey = xc * mi.n_pools + xp
-        pos = np.searchsorted(xkey, lay.keep_key)  # universe keys are sorted: class, then pool
-        pos = np.minimum(pos, max(n - 1, 0))
-        hit = (xkey[pos] == lay.keep_key) if n else np.zeros(len(pos), dtype=bool)
-        rows.append(lay.keep_row0 + np.flatnonzero(hit))
-        ccols.append(pos[hit])
-        vals.append(-np.ones(int(hit.sum())))
-    fixed = sp.csc_matrix(
+        rows.append(keep_rows)
+        ccols.append(group[keep_cols])
+        vals.append(-np.ones(len(keep_cols)))
+    g_fixed = sp.csc_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(ccols))),
-        shape=(lay.n_fixed_rows, n),
+        shape=(lay.n_fixed_rows, ng),
     )
     return XColumns(
         cls=xc,
         pool=xp,
-        cost=np.concatenate([c.rep_cost for c in mi.classes]),
-        fit=np.concatenate([c.fit for c in mi.classes]),
-        fit_cut=np.concatenate([c.fit_cut for c in mi.classes]),
-        zpos=zpos,
-        fixed=fixed,
+        fit=np.concatenate([c.fit for c in mi.classes]) if n else np.zeros(0),
+        fit_cut=np.concatenate([c.fit_cut for c in mi.classes]) if n else np.zeros(0, dtype=bool),
+        group=group,
+        g_cost=g_cost,
+        g_zpos=g_zpos,
+        g_fixed=g_fixed,
     )
 
 

@@ -37,15 +37,18 @@ class Universe:
     inv_cpu: FloatArray  # 1 / cpu demand per column (sorted order)
     inv_mem: FloatArray
     zpos: IntArray  # per column (sorted order): spread node row offset, -1 = none
+    group: IntArray  # per column (sorted order): its group (model.XColumns)
 
     @property
     def size(self) -> int:
-        return len(self.cols.cls)
+        return self.cols.size
 
 
 def make_universe(mi: ModelInput, lay: Layout) -> Universe:
     cols = x_columns(mi, lay)
-    order = np.argsort(cols.pool, kind="stable")
+    # pools fit 16 bits on the pruned public catalog: numpy then sorts by radix, ~10x faster
+    key = cols.pool.astype(np.uint16) if mi.n_pools < 1 << 16 else cols.pool
+    order = np.argsort(key, kind="stable")
     sp = cols.pool[order]
     starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if len(sp) else np.zeros(0, dtype=np.int64)
     d = np.stack([c.demand for c in mi.classes])
@@ -57,7 +60,8 @@ def make_universe(mi: ModelInput, lay: Layout) -> Universe:
         seg_pool=sp[starts] if len(sp) else np.zeros(0, dtype=np.int64),
         inv_cpu=1.0 / d[cls, 0],
         inv_mem=1.0 / d[cls, 1],
-        zpos=cols.zpos[order],
+        zpos=cols.zpos(order),
+        group=cols.group[order],
     )
 
 
@@ -67,8 +71,7 @@ def pool_reduced_costs(
     """(pools, lower bound on the reduced cost of one node) for every candidate pool."""
     if u.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    earn = u.cols.fixed.T @ fixed_duals - u.cols.cost
-    g = np.maximum(earn[u.order], 0.0)
+    g = np.maximum(u.cols.earnings(fixed_duals)[u.group], 0.0)
     best_cpu = np.maximum.reduceat(g * u.inv_cpu, u.starts)
     best_mem = np.maximum.reduceat(g * u.inv_mem, u.starts)
     p = u.seg_pool
@@ -91,7 +94,7 @@ def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: Float
     on = np.flatnonzero(m.pool_col[u.cols.pool] >= 0)
     if len(on) == 0:
         return out
-    fixed_part = u.cols.fixed[:, on].T @ row_dual[: m.lay.n_fixed_rows]
+    earn = u.cols.earnings(row_dual[: m.lay.n_fixed_rows])[u.cols.group[on]]
     d = m.demand[u.cols.cls[on]]
     cap = np.zeros(len(on))
     rows_all = m.cap_row[u.cols.pool[on]]
@@ -99,10 +102,10 @@ def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: Float
         rows = rows_all[:, r]
         has = rows >= 0
         cap[has] += d[has, r] * row_dual[rows[has]]
-    out[on] = u.cols.cost[on] - fixed_part - cap
+    out[on] = -earn - cap
     return out
 
 
 def pool_earnings(u: Universe, fixed_duals: FloatArray) -> FloatArray:
     """g_cp per universe column (original order): what one replica earns under the duals."""
-    return np.asarray(u.cols.fixed.T @ fixed_duals - u.cols.cost)
+    return u.cols.earnings(fixed_duals)[u.cols.group]
