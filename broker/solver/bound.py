@@ -164,6 +164,8 @@ def _row_owner(mi: ModelInput, lay: Layout) -> IntArray:
     owner[lay.spread_total_row[total]] = total
     owner[lay.node_row0 + np.arange(nz)] = lay.z_class
     owner[lay.e_row0 + np.arange(lay.n_e)] = lay.e_class
+    owner[lay.near_row0 + np.arange(lay.n_near)] = lay.e_class[lay.near_e]
+    owner[lay.y_row0 + np.arange(lay.n_y)] = lay.y_class
     owner[lay.keep_row0 + np.arange(len(lay.keep_key))] = mi.keep_class
     return owner
 
@@ -189,6 +191,8 @@ def _evaluate(
     scale = np.where(owner >= 0, lam[np.maximum(owner, 0)], 1.0)
     egress = lay.e_row0 + np.arange(lay.n_e)  # the receiver's coefficients move too
     scale[egress] = np.minimum(lam[lay.e_class], lam[lay.e_peer])
+    near_e = lay.near_e
+    scale[lay.near_row0 + np.arange(lay.n_near)] = np.minimum(lam[lay.e_class[near_e]], lam[lay.e_peer[near_e]])
     y *= scale
     rhs = np.where(y < 0, lay.row_hi, np.where(y > 0, lay.row_lo, 0.0))
     per_class = _per_pool(np.maximum(owner, 0), np.where(owner >= 0, y * rhs, 0.0), nc)
@@ -370,6 +374,15 @@ def _fixed_columns_term(mi: ModelInput, lay: Layout, y: FloatArray) -> tuple[flo
     if ne:
         rc = lay.e_cost - y[lay.e_row0 + np.arange(ne)]
         per_class += np.bincount(lay.e_class, weights=np.minimum(rc, 0.0), minlength=nc)  # 0 <= e <= 1
+    if lay.n_near:
+        # near columns (in the egress row and their near row, 0 <= a <= 1 at an optimum) and
+        # Y columns (their own row, -1 in the near rows they gate, 0 <= Y <= R_v)
+        near_rows = lay.near_row0 + np.arange(lay.n_near)
+        rc = lay.near_cost - y[lay.e_row0 + lay.near_e] - y[near_rows]
+        per_class += np.bincount(lay.e_class[lay.near_e], weights=np.minimum(rc, 0.0), minlength=nc)
+        rc_y = -y[lay.y_row0 + np.arange(lay.n_y)] + np.bincount(lay.near_y, weights=y[near_rows], minlength=lay.n_y)
+        r_v = np.array([float(mi.classes[int(v)].replicas) for v in lay.y_class])
+        per_class += np.bincount(lay.y_class, weights=np.minimum(rc_y * r_v, 0.0), minlength=nc)
     if nk:
         rc = -mi.move_cost - y[lay.keep_row0 + np.arange(nk)]
         if lay.moves_row >= 0:

@@ -19,7 +19,7 @@ import highspy
 import numpy as np
 
 from broker.pooltable import FloatArray, IntArray
-from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, XColumns
+from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, XColumns, egress_values
 
 Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 
@@ -73,6 +73,20 @@ class Master:
         self._add_cols(cost, np.zeros(len(cost)), upper, cols, rows, vals)
         self.h.changeObjectiveOffset(mi.move_cost * mi.current_total)  # moved = current - kept
         self.z_off, self.e_off, self.k_off = 0, nz, nz + ne
+        # near-egress columns a (in their egress row and in a - Y + x_v(s) <= 0) and Y columns
+        # (Y - sum x_v = 0, and -1 in the near rows they gate)
+        na, ny = lay.n_near, lay.n_y
+        self.a_off, self.y_off = nz + ne + nk, nz + ne + nk + na
+        if na:
+            ai, yi = np.arange(na), np.arange(ny)
+            self._add_cols(
+                np.concatenate([lay.near_cost, np.zeros(ny)]),
+                np.zeros(na + ny),
+                np.concatenate([np.full(na, INF), self.replicas[lay.y_class]]),
+                np.concatenate([ai, ai, na + lay.near_y, na + yi]),
+                np.concatenate([lay.e_row0 + lay.near_e, lay.near_row0 + ai, lay.near_row0 + ai, lay.y_row0 + yi]),
+                np.concatenate([np.ones(na), np.ones(na), -np.ones(na), np.ones(ny)]),
+            )
 
     def _add_cols(
         self, cost: FloatArray, lo: FloatArray, hi: FloatArray, col: IntArray, row: IntArray, val: FloatArray
@@ -258,18 +272,17 @@ class Master:
         for p, n in nodes.items():
             col[self.pool_col[p]] = n
         at_site: dict[tuple[int, int], int] = {}
-        frac: dict[tuple[int, int], float] = {}
         for (c, p), r in x.items():
             col[col_of[(c, p)]] = r
             s = int(mi.site_idx[p])
             at_site[(c, s)] = at_site.get((c, s), 0) + r
-            frac[(c, s)] = frac.get((c, s), 0.0) + r / mi.classes[c].replicas
         for i in range(lay.n_z):
             c, s = int(lay.z_class[i]), int(lay.z_site[i])
             col[self.z_off + i] = min(at_site.get((c, s), 0), mi.classes[c].size)
-        for e in range(lay.n_e):
-            k, v, s = int(lay.e_class[e]), int(lay.e_peer[e]), int(lay.e_site[e])
-            col[self.e_off + e] = max(0.0, frac.get((k, s), 0.0) - frac.get((v, s), 0.0))
+        eg = egress_values(mi, lay, x)
+        col[self.e_off : self.e_off + lay.n_e] = eg.far
+        col[self.a_off : self.a_off + lay.n_near] = eg.near
+        col[self.y_off : self.y_off + lay.n_y] = eg.y
         for i, (c, p, cur) in enumerate(zip(mi.keep_class, mi.keep_pool, mi.keep_cur, strict=True)):
             col[self.k_off + i] = min(float(x.get((int(c), int(p)), 0)), float(cur))
         return col

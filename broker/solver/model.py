@@ -23,6 +23,7 @@ took many seconds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import highspy
@@ -58,6 +59,7 @@ class ModelInput:
     move_cost: float = 0.0  # objective cost per moved replica and hour (migration cost / horizon)
     current_total: float = 0.0  # replicas running now, including those whose pool is gone
     max_moves: int | None = None
+    site_provider: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # empty: one tier
 
     @property
     def n_pools(self) -> int:
@@ -75,12 +77,21 @@ class Layout:
     z_key: IntArray  # class * n_sites + site, sorted
     spread_total_row: IntArray  # per class, -1 = no spread
     node_row0: int  # first of the rows sum_{p at s} n_p >= z_cs / K_c (one per z column)
-    e_class: IntArray  # per egress column: class k
+    e_class: IntArray  # per egress column (and its row): class k
     e_peer: IntArray  # class v
     e_site: IntArray
-    e_cost: FloatArray
+    e_cost: FloatArray  # priced at the cheapest destination of v in another cloud (or anywhere: one tier)
     e_keys_k: IntArray  # k * n_sites + s per egress column
     e_keys_v: IntArray  # v * n_sites + s per egress column
+    # two tiers: traffic of k at s may leave at the same cloud's (cheaper) price only when v runs at
+    # another site of that cloud: near column a <= Y_{v,cloud} - x_v(s), Y = v's replicas there
+    near_e: IntArray  # per near column: its egress row
+    near_cost: FloatArray
+    near_y: IntArray  # its Y column
+    near_row0: int  # rows a - Y + x_v(s) <= 0, one per near column
+    y_class: IntArray  # per Y column: class v
+    y_prov: IntArray  # cloud
+    y_row0: int  # rows Y - sum_{p of v in the cloud} x_vp = 0, one per Y column
     n_fixed_rows: int
     row_lo: FloatArray
     row_hi: FloatArray
@@ -96,6 +107,14 @@ class Layout:
     @property
     def n_e(self) -> int:
         return len(self.e_class)
+
+    @property
+    def n_near(self) -> int:
+        return len(self.near_e)
+
+    @property
+    def n_y(self) -> int:
+        return len(self.y_class)
 
 
 def make_layout(mi: ModelInput) -> Layout:
@@ -134,19 +153,30 @@ def make_layout(mi: ModelInput) -> Layout:
     ev: list[int] = []
     es: list[int] = []
     ecost: list[float] = []
+    near: list[tuple[int, float, int]] = []  # (egress column, cost, Y column)
+    y_of: dict[tuple[int, int], int] = {}
+    prov = mi.site_provider if len(mi.site_provider) else np.zeros(ns, dtype=np.int64)
     for k, c in enumerate(cls):
         for v, gib in c.deps:
             my_sites = np.unique(mi.site_idx[c.cand])
             their_sites = np.unique(mi.site_idx[cls[v].cand])
+            per_gb = mi.cost_weight * gib * GIB_IN_GB
             for s in my_sites:
                 others = their_sites[their_sites != s]
                 if len(others) == 0:
                     continue
+                same = prov[others] == prov[s]
                 # the cheapest way out: never above what the dearest used destination costs
-                price = float(mi.egress[s, others].min())
-                cost = mi.cost_weight * gib * GIB_IN_GB * price
+                far = float(mi.egress[s, others[~same]].min()) if (~same).any() else math.inf
+                close = float(mi.egress[s, others[same]].min()) if same.any() else math.inf
+                tiered = close < far < math.inf and len(mi.site_provider) > 0
+                cost = per_gb * (far if tiered else min(far, close))
                 if cost <= 0:
                     continue
+                if tiered:
+                    key = (v, int(prov[s]))
+                    y_of.setdefault(key, len(y_of))
+                    near.append((len(ek), per_gb * close, y_of[key]))
                 ek.append(k)
                 ev.append(v)
                 es.append(int(s))
@@ -154,6 +184,12 @@ def make_layout(mi: ModelInput) -> Layout:
     e_row0 = len(lo)
     lo += [0.0] * len(ek)
     hi += [INF] * len(ek)
+    near_row0 = len(lo)
+    lo += [-INF] * len(near)
+    hi += [0.0] * len(near)
+    y_row0 = len(lo)
+    lo += [0.0] * len(y_of)
+    hi += [0.0] * len(y_of)
     keep_row0 = len(lo)
     nk = len(mi.keep_class)
     lo += [-INF] * nk
@@ -180,6 +216,13 @@ def make_layout(mi: ModelInput) -> Layout:
         e_cost=np.array(ecost, dtype=np.float64),
         e_keys_k=e_class * ns + e_site,
         e_keys_v=e_peer * ns + e_site,
+        near_e=np.array([n[0] for n in near], dtype=np.int64),
+        near_cost=np.array([n[1] for n in near], dtype=np.float64),
+        near_y=np.array([n[2] for n in near], dtype=np.int64),
+        near_row0=near_row0,
+        y_class=np.array([k[0] for k in y_of], dtype=np.int64),
+        y_prov=np.array([k[1] for k in y_of], dtype=np.int64),
+        y_row0=y_row0,
         n_fixed_rows=len(lo),
         row_lo=np.array(lo, dtype=np.float64),
         row_hi=np.array(hi, dtype=np.float64),
@@ -188,6 +231,49 @@ def make_layout(mi: ModelInput) -> Layout:
         moves_row=moves_row,
         keep_key=mi.keep_class * mi.n_pools + mi.keep_pool,
     )
+
+
+@dataclass
+class EgressValues:
+    """The egress columns' values at an integer placement (what the model charges for it)."""
+
+    far: FloatArray  # per egress column: the share of k's traffic at s leaving at the far price
+    near: FloatArray  # per near column: the share leaving within the cloud
+    y: FloatArray  # per Y column: v's replicas in the cloud
+
+    def cost(self, lay: Layout) -> float:
+        return float(lay.e_cost @ self.far + lay.near_cost @ self.near)
+
+
+def egress_values(mi: ModelInput, lay: Layout, x: dict[tuple[int, int], int]) -> EgressValues:
+    """Traffic of k at s that v's replicas there cannot absorb leaves s; it leaves at the same
+    cloud's price when v runs at another site of that cloud (a near column), else at the far one."""
+    frac: dict[tuple[int, int], float] = {}
+    at: dict[tuple[int, int], int] = {}
+    in_cloud: dict[tuple[int, int], int] = {}
+    prov = mi.site_provider
+    for (c, p), r in x.items():
+        site = int(mi.site_idx[p])
+        frac[(c, site)] = frac.get((c, site), 0.0) + r / mi.classes[c].replicas
+        at[(c, site)] = at.get((c, site), 0) + r
+        if len(prov):
+            key = (c, int(prov[site]))
+            in_cloud[key] = in_cloud.get(key, 0) + r
+    leave = np.array(
+        [
+            max(0.0, frac.get((int(k), int(s)), 0.0) - frac.get((int(v), int(s)), 0.0))
+            for k, v, s in zip(lay.e_class, lay.e_peer, lay.e_site, strict=True)
+        ]
+    )
+    y = np.array([float(in_cloud.get((int(v), int(q)), 0)) for v, q in zip(lay.y_class, lay.y_prov, strict=True)])
+    near = np.zeros(lay.n_near)
+    for i in range(lay.n_near):
+        e = int(lay.near_e[i])
+        elsewhere = y[lay.near_y[i]] - at.get((int(lay.e_peer[e]), int(lay.e_site[e])), 0)
+        near[i] = leave[e] if elsewhere >= 1 else 0.0
+    far = leave.copy()
+    np.subtract.at(far, lay.near_e, near)
+    return EgressValues(far=far, near=near, y=y)
 
 
 @dataclass
@@ -291,6 +377,27 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
             ccols.append(gi)
             # in e - x_k/R_k + x_v/R_v >= 0: the sender's replicas push traffic out
             vals.append(sign / replicas[owner[e]])
+    if lay.n_near:
+        # a - Y + x_v(s) <= 0: v's replicas at s itself do not count as "elsewhere in the cloud"
+        nk = lay.e_peer[lay.near_e] * ns + lay.e_site[lay.near_e]
+        order = np.argsort(nk, kind="stable")
+        sk = nk[order]
+        lo_i = np.searchsorted(sk, cs_key, side="left")
+        cnt = np.searchsorted(sk, cs_key, side="right") - lo_i
+        gi = np.repeat(gcols, cnt)
+        offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        rows.append(lay.near_row0 + order[lo_i[gi] + offs])
+        ccols.append(gi)
+        vals.append(np.ones(len(gi)))
+        # Y - sum x_v = 0 over v's groups in the cloud
+        yk = lay.y_class * (1 << 16) + lay.y_prov
+        ykey = gc * (1 << 16) + mi.site_provider[gs]
+        yo = np.argsort(yk, kind="stable")
+        pos = np.minimum(np.searchsorted(yk[yo], ykey), lay.n_y - 1)
+        hit_y = yk[yo][pos] == ykey
+        rows.append(lay.y_row0 + yo[pos[hit_y]])
+        ccols.append(gcols[hit_y])
+        vals.append(-np.ones(int(hit_y.sum())))
     if len(lay.keep_key):
         rows.append(keep_rows)
         ccols.append(group[keep_cols])

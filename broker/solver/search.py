@@ -25,7 +25,7 @@ import numpy as np
 from broker.pooltable import FloatArray, IntArray
 from broker.solver.bound import lagrangian_bound
 from broker.solver.master import Master
-from broker.solver.model import Layout, ModelInput, make_layout
+from broker.solver.model import Layout, ModelInput, egress_values, make_layout
 from broker.solver.pricing import (
     Universe,
     column_reduced_costs,
@@ -122,15 +122,10 @@ def _feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
 def objective(mi: ModelInput, lay: Layout, x: ClassPlacement) -> float:
     nodes = class_nodes(mi, x)
     value = sum(n * float(mi.node_cost[p]) for p, n in nodes.items())
-    frac: dict[tuple[int, int], float] = {}
     for (c, p), r in x.items():
         cl = mi.classes[c]
         value += r * float(cl.rep_cost[int(np.searchsorted(cl.cand, p))])
-        key = (c, int(mi.site_idx[p]))
-        frac[key] = frac.get(key, 0.0) + r / cl.replicas
-    for e in range(lay.n_e):
-        k, v, s = int(lay.e_class[e]), int(lay.e_peer[e]), int(lay.e_site[e])
-        value += float(lay.e_cost[e]) * max(0.0, frac.get((k, s), 0.0) - frac.get((v, s), 0.0))
+    value += egress_values(mi, lay, x).cost(lay)
     if mi.current_total:
         value += mi.move_cost * (mi.current_total - kept(mi, x))
     return value

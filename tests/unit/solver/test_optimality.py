@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 from broker.domain import CapacityType, Dependency, Workload
@@ -94,6 +96,23 @@ def test_egress_keeps_dependents_together_and_is_charged_when_apart() -> None:
     res = solve(apart, time_limit_s=10)
     assert_valid(apart, res)
     assert res.egress_cost_per_hour == pytest.approx(50.0 * 1.073741824 * 0.02, abs=1e-5)
+
+
+def test_egress_is_priced_by_where_the_peer_runs_not_where_it_could() -> None:
+    """Within a cloud traffic is cheap, across clouds dear: the db goes to the api's cloud even
+    though another cloud's nodes are cheaper, and the model charges what the answer reports."""
+    apart = problem([Workload("api", 2, 1, 2, residency=US_ONLY, depends_on=(Dependency("db", 50.0),)),
+                     Workload("db", 1, 2, 8, residency=GDPR)])  # fmt: skip
+    prov = [s.provider for s in apart.table.sites]
+    tiered = np.array([[0.0 if a == b else (0.02 if pa == pb else 0.09) for b, pb in enumerate(prov)]
+                       for a, pa in enumerate(prov)])  # fmt: skip
+    p = dataclasses.replace(apart, egress_usd_per_gb=tiered)
+    res = solve(p, time_limit_s=10)
+    assert_valid(p, res)
+    sites = {a.workload: a.site for a in res.assignments}
+    assert sites["api"].startswith("aws:") and sites["db"] == "aws:eu-central-1"
+    assert res.egress_cost_per_hour == pytest.approx(50.0 * 1.073741824 * 0.02, abs=1e-5)
+    assert res.gap_pct < 1.0  # the model's egress is the reported one, so the bound stays close
 
 
 def test_storage_is_priced_where_the_replica_runs() -> None:
