@@ -10,8 +10,10 @@ site s, 0 <= z <= K_c) and egress fractions e_ks. Rows:
                                                        where stronger than capacity)
     spot       sum_{p spot} x_cp <= spot cap
     spread     z_cs <= sum_{p at s} x_cp,  sum_s z_cs >= m_c K_c
-    egress     e_ks >= x_k(s)/R_k - x_v(s)/R_v        (traffic of k its peer v cannot
+    egress     e_ks + a_ks >= x_k(s)/R_k - x_v(s)/R_v (traffic of k its peer v cannot
                                                        absorb at s leaves the site)
+    near       a_ks <= Y_vq - x_v(s)                  (it leaves at the same cloud's price
+                                                       only if v runs elsewhere in it)
 
 The model is grown over a restricted set of pools (master.py); the rows and
 columns that do not depend on the pools (demand, spot, spread, egress) have fixed
