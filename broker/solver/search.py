@@ -193,7 +193,7 @@ def search(
 
     lay = make_layout(mi)
     uni = make_universe(mi, lay)
-    col_keys = uni.cols.cls * mi.n_pools + uni.cols.pool
+    col_keys = uni.cols.cls.astype(np.int64) * mi.n_pools + uni.cols.pool
     m = Master(mi, lay, uni.cols)
     first = [initial_columns(mi, uni)] + [_columns_of(x0, col_keys, mi.n_pools) for x0 in starts]
     if len(lay.keep_key):  # where replicas run now stays on the table
@@ -258,7 +258,8 @@ def search(
     if len(lp_support):
         # a small MIP over the LP's support (RENS): packing the LP's pools into whole nodes
         # is most of what separates it from a good placement (12 workloads: from 4.8 % over
-        # the LP to 0.7 % in ~20 ms, where the full MIP's own heuristics took 0.5 s)
+        # the LP to 0.7 % in ~20 ms, where the full MIP's own heuristics took 0.5 s). Widening
+        # it by each class's 3 next best columns found nothing better at 300 workloads.
         sub = Master(mi, lay, uni.cols)
         sub.add_columns(np.concatenate([lp_support, mine]))
         rs = sub.solve_mip(time_limit_s=left() * 0.25, seed=seed, hint=hint(sub), rel_gap=rel_gap / 4)
@@ -287,17 +288,14 @@ def search(
         order = np.flatnonzero(pays)[np.argsort(rc_p[pays], kind="stable")]
         new_pools = np.zeros(len(rc_pools), dtype=bool)
         added = 0
-        col_pool_sorted = uni.cols.pool[uni.order]
         grow: list[IntArray] = [extra_cols]
         for i in order:
-            p = int(rc_pools[i])
-            lo = np.searchsorted(col_pool_sorted, p)
-            hi = np.searchsorted(col_pool_sorted, p, side="right")
-            if added + (hi - lo) > include_cols:
+            on_pool = uni.pool_columns(int(rc_pools[i]))
+            if added + len(on_pool) > include_cols:
                 break
             new_pools[i] = True
-            added += int(hi - lo)
-            grow.append(uni.order[lo:hi])  # every column of an included pool
+            added += len(on_pool)
+            grow.append(on_pool.astype(np.int64))  # every column of an included pool
         left_pools = pool_out & ~new_pools
         if left_pools.any():
             excluded_min = min(excluded_min, float(rc_p[left_pools].min()))
@@ -355,12 +353,9 @@ def simple_bound(mi: ModelInput) -> float:
 def _earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 10) -> IntArray:
     """Columns of new pools worth trying: the classes that earn most per node there."""
     g = pool_earnings(u, fixed_duals)
-    col_pool_sorted = u.cols.pool[u.order]
     out: list[IntArray] = []
     for p in pools:
-        lo = np.searchsorted(col_pool_sorted, p)
-        hi = np.searchsorted(col_pool_sorted, p, side="right")
-        cols = u.order[lo:hi]
+        cols = u.pool_columns(int(p)).astype(np.int64)
         gain = g[cols]
         top = cols[np.argsort(-gain, kind="stable")[:per_pool]]
         out.append(top[g[top] > 0] if (g[top] > 0).any() else top[:1])
