@@ -176,3 +176,11 @@ def test_bound_beats_the_fallbacks_once_the_lp_has_settled(monkeypatch: pytest.M
     mi, starts, _, _ = _case(0)
     rounds, _ = _rounds(mi, starts, monkeypatch, max_rounds=3)
     assert rounds[-1].bound > search_mod.simple_bound(mi)
+
+
+@pytest.mark.parametrize("seed", list(_cases()))
+def test_share_bound_never_exceeds_the_full_lp(seed: int) -> None:
+    """simple_bound keeps only demand and capacity rows (and the spot caps): a relaxation of the LP."""
+    mi, _, full_lp, _ = _case(seed)
+    fallback = search_mod.simple_bound(mi)
+    assert 0 < fallback <= full_lp + 1e-7, (fallback, full_lp)
