@@ -13,6 +13,7 @@ jobs on the host) inflates every time: check `uptime` first.
 
     python bench/forecast.py [--data ../shared/data] [--traces azure bitbrains]
     python bench/forecast.py --max-rows 100000 --no-recursive   # a quick iteration
+    python bench/forecast.py --days 6 --no-500k --no-recursive   # rolling origin, 6 held-out days
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pandas as pd
 
 from broker.forecast import baselines
 from broker.forecast.evaluate import Evaluation, evaluate, score
+from broker.forecast.features import FEATURES
 from broker.forecast.history import Panel, parse_long_frame, regularize
 from broker.forecast.model import ForecastModel, TrainParams, train
 
@@ -55,7 +57,7 @@ def inference_rate(model: ForecastModel, panel: Panel, horizon: int) -> float:
 
 
 def predict_only_rate(model: ForecastModel, n: int = 500_000) -> float:
-    x = np.random.default_rng(0).normal(1.0, 0.5, size=(n, len(model.features))).astype(np.float32)
+    x = np.random.default_rng(0).normal(1.0, 0.5, size=(n, len(FEATURES))).astype(np.float32)
     started = time.perf_counter()
     model.predict_matrix(x)
     return n / (time.perf_counter() - started)
@@ -76,6 +78,32 @@ def heuristic_days(trace: str, panel: Panel, horizon: int, best: str, days: int)
         print(f"{trace} day_minus_{k}_ratio_to_seasonal_naive_{best} {maes[best] / sn:.4f}")
         print(f"{trace} day_minus_{k}_best_heuristic {day_best}")
         print(f"{trace} day_minus_{k}_best_heuristic_ratio_to_seasonal_naive {maes[day_best] / sn:.4f}")
+
+
+def rolling_origin(trace: str, panel: Panel, horizon: int, params: TrainParams, days: int, first: Evaluation) -> None:
+    """Hold out each of the last `days` days in turn (1 = the benchmark's held-out day), train on
+    what is before it, and score the model against that day's seasonal-naive and best heuristic.
+    The mean over days 2..K uses only days before the held-out one: a fair yardstick for
+    choosing among configurations (one held-out day is mostly chance on Bitbrains)."""
+    to_best, to_sn = [], []
+    for k in range(1, days + 1):
+        ev = first if k == 1 else evaluate(panel.split(horizon * (k - 1))[0], horizon=horizon, params=params)
+        sn = ev.scores["seasonal_naive"].mae
+        best = min((n for n in ev.scores if n != "xgboost"), key=lambda n: ev.scores[n].mae)
+        to_sn.append(ev.scores["xgboost"].mae / sn)
+        to_best.append(ev.scores["xgboost"].mae / ev.scores[best].mae)
+        print(f"{trace} day_{k}_mae_ratio_to_seasonal_naive {to_sn[-1]:.4f}")
+        print(f"{trace} day_{k}_best_heuristic {best}")
+        print(f"{trace} day_{k}_mae_ratio_to_best_heuristic {to_best[-1]:.4f}")
+        print(f"{trace} day_{k}_p95_coverage_pct {ev.scores['xgboost'].p95_coverage:.2f}")
+        if ev.model.base or ev.model.meta.get("base_candidates", [""]) != [""]:
+            print(f"{trace} day_{k}_base {ev.model.base or 'none'}")
+        sys.stdout.flush()
+    print(f"{trace} days_1_to_{days}_mean_ratio_to_seasonal_naive {np.mean(to_sn):.4f}")
+    print(f"{trace} days_1_to_{days}_mean_ratio_to_best_heuristic {np.mean(to_best):.4f}")
+    if days > 1:
+        print(f"{trace} days_2_to_{days}_mean_ratio_to_seasonal_naive {np.mean(to_sn[1:]):.4f}")
+        print(f"{trace} days_2_to_{days}_mean_ratio_to_best_heuristic {np.mean(to_best[1:]):.4f}")
 
 
 def train_500k_figures(trace: str, panel: Panel, horizon: int, params: TrainParams) -> None:
@@ -125,10 +153,13 @@ def main() -> int:
     ap.add_argument("--max-bin", type=int, default=defaults.max_bin)
     ap.add_argument("--base", default=defaults.base, help='"", "auto" or a level feature (median_14d)')
     ap.add_argument("--early-stopping", type=int, default=defaults.early_stopping_rounds, help="rounds; 0 = off")
+    ap.add_argument("--select-days", type=int, default=defaults.select_days, help="validation days (auto base)")
+    ap.add_argument("--level-features", action="store_true", help="add the level-shift features")
     ap.add_argument("--no-refit", action="store_true", help="keep the early-stopped model, no refit")
     ap.add_argument("--calibrate", action="store_true", help="conformal p95 shift on the validation day")
     ap.add_argument("--no-recursive", action="store_true", help="skip the recursive comparison")
     ap.add_argument("--heuristic-days", type=int, default=7, help="score the best heuristic on N-1 earlier days")
+    ap.add_argument("--days", type=int, default=0, help="rolling origin: hold out each of the last K days in turn")
     ap.add_argument("--no-500k", action="store_true", help="skip timing a training run on 500k rows")
     ap.add_argument("--all-baselines", action="store_true", help="print every baseline's figures")
     args = ap.parse_args()
@@ -148,6 +179,8 @@ def main() -> int:
         early_stopping_rounds=args.early_stopping,
         refit=not args.no_refit,
         calibrate=args.calibrate,
+        select_days=args.select_days,
+        level_features=args.level_features,
     )
     for trace in args.traces:
         panel = load(args.data, trace)
@@ -178,6 +211,8 @@ def main() -> int:
         print(f"{trace} inference_rows_per_s_predict_only {predict_only_rate(ev.model):.0f}")
         sys.stdout.flush()
         heuristic_days(trace, panel, args.horizon, best, args.heuristic_days)
+        if args.days:
+            rolling_origin(trace, panel, args.horizon, params, args.days, ev)
         if not args.no_500k:
             train_500k_figures(trace, panel, args.horizon, params)
             sys.stdout.flush()

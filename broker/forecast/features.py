@@ -53,7 +53,11 @@ ORIGIN_FEATURES = [
     "median_7d",
     "q90_7d",
     "median_14d",
+    "mean_prev_24h",
+    "regime_days",
 ]
+REGIME_CAP_DAYS = 3
+BUSY_FACTOR = 1.5  # regime_days: "busy" = the 1 h mean above this multiple of the 7-day mean
 SLOT_FEATURES = [
     *(f"lag_{d}d" for d in range(1, LAG_DAYS + 1)),
     "slot_median_7d",
@@ -64,8 +68,66 @@ SLOT_FEATURES = [
     "hour_of_day",
     "day_of_week",
 ]
-FEATURES = ["horizon_frac", "log_scale", *ORIGIN_FEATURES, *SLOT_FEATURES]
+# level shifts (log ratios of a recent level to a long-run one): how far the series is from
+# its usual level, so trees can learn mean reversion (a busy day falling back to idle)
+# without composing two raw columns
+LEVEL_RATIOS = [
+    ("lvl_1h_vs_14d", "mean_1h", "median_14d"),
+    ("lvl_6h_vs_14d", "mean_6h", "median_14d"),
+    ("lvl_24h_vs_14d", "mean_24h", "median_14d"),
+    ("lvl_1h_vs_slot", "mean_1h", "slot_median_7d"),
+    ("lvl_24h_vs_slot", "mean_24h", "slot_median_7d"),
+]
+RATIO_FEATURES = [name for name, _, _ in LEVEL_RATIOS]
+FEATURES = ["horizon_frac", "log_scale", *ORIGIN_FEATURES, *SLOT_FEATURES, *RATIO_FEATURES]
+# opt-in (TrainParams.level_features): always computed, used only by models trained with them
+LEVEL_FEATURES = ["mean_prev_24h", "regime_days", *RATIO_FEATURES]
 SMOOTH = 5  # yday_smooth: trailing mean over this many slots
+
+
+def _trailing_mean(z: FloatArray, window: int) -> FloatArray:
+    """Row-wise trailing mean over `window` columns ignoring NaN (NaN when all are missing),
+    like pandas' rolling mean with min_periods=1."""
+    ok = np.isfinite(z)
+    zero = np.zeros((len(z), 1))
+    cs = np.concatenate((zero, np.cumsum(np.where(ok, z, 0.0), axis=1)), axis=1)
+    cn = np.concatenate((zero, np.cumsum(ok, axis=1)), axis=1)
+    hi = np.arange(1, z.shape[1] + 1)
+    lo = np.maximum(hi - window, 0)
+    count = cn[:, hi] - cn[:, lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, (cs[:, hi] - cs[:, lo]) / count, np.nan)
+
+
+def regime_days(z: FloatArray, day: int) -> FloatArray:
+    """At every column of a scaled matrix (series, time): the signed time (days, capped at
+    REGIME_CAP_DAYS) the 1 h mean has been busy (above BUSY_FACTOR x the trailing 7-day mean,
+    +) or not (-), NaN where missing. Busy spells of idle-by-default VMs have a
+    typical length; this tells the trees how far into one they are. Only values at or before
+    each column are read; the last column is exact from REGIME_CAP_DAYS + 7 days of columns."""
+    hour = max(1, day // 24)
+    m1h, m7d = _trailing_mean(z, hour), _trailing_mean(z, 7 * day)
+    # busy: clearly above the week's mean (the margin keeps flat or all-zero stretches, where
+    # the two means tie up to rounding, on one side)
+    busy = m1h > BUSY_FACTOR * m7d + 1e-6
+    side = np.where(np.isnan(m1h) | np.isnan(m7d), 0, np.where(busy, 1, -1))
+    n = side.shape[1]
+    idx = np.broadcast_to(np.arange(n), side.shape)
+    change = np.ones(side.shape, dtype=bool)
+    change[:, 1:] = side[:, 1:] != side[:, :-1]
+    start = np.maximum.accumulate(np.where(change, idx, 0), axis=1)
+    run = np.minimum(idx - start + 1, REGIME_CAP_DAYS * day) / day
+    return np.where(side != 0, side * run, np.nan)
+
+
+def with_ratios(x: F32Array) -> F32Array:
+    """Append RATIO_FEATURES to rows holding every other feature (one code path for training
+    and inference, so the two agree by construction)."""
+    cols = {f: i for i, f in enumerate(FEATURES)}
+    ratios = [
+        np.log1p(np.maximum(x[:, cols[a]], 0.0)) - np.log1p(np.maximum(x[:, cols[b]], 0.0)) for _, a, b in LEVEL_RATIOS
+    ]
+    return np.hstack([x, np.column_stack(ratios).astype(np.float32)])
 
 
 def steps_per_day(step_s: int) -> int:
@@ -125,6 +187,10 @@ def series_features(y_raw: FloatArray, start_s: int, step_s: int) -> SeriesFeatu
             _rolling(s, 7 * day, "median"),
             _rolling(s, 7 * day, "q90"),
             _rolling(s, LONG_DAYS * day, "median"),
+            np.concatenate((np.full(min(n, day), np.nan), _rolling(s, day, "mean")[:-day]))
+            if n > day
+            else np.full(n, np.nan),
+            regime_days(y[None, :], day)[0],
         ]
     ).astype(np.float32)
     return SeriesFeatures(scale, y, origin, _rolling(s, SMOOTH, "mean"), start_s, step_s)
@@ -173,7 +239,7 @@ def gather(sf: SeriesFeatures, origins: IntArray, horizons: IntArray, horizon: i
     yday[ok] = sf.smooth[idx[ok]]
     head = np.column_stack([horizons / float(horizon), np.full(len(origins), np.log1p(sf.scale))]).astype(np.float32)
     slot = _slot_rows(lags, yday, sf.start_s + targets * sf.step_s)
-    return np.hstack([head, sf.origin[origins], slot])
+    return with_ratios(np.hstack([head, sf.origin[origins], slot]))
 
 
 def training_rows(
@@ -262,6 +328,8 @@ def origin_at_end(z: FloatArray, day: int) -> FloatArray:
             _nanquantile_rows(w7, w7k, 0.5),
             _nanquantile_rows(w7, w7k, 0.9),
             _nanmedian_rows(tail(LONG_DAYS * day)),
+            np.nanmean(tail(day, day), axis=1) if width > day else np.full(len(z), np.nan),
+            regime_days(z, day)[:, -1],
         ]
     return np.column_stack(cols)
 
@@ -298,7 +366,7 @@ def matrix_rows(
     head = np.column_stack([np.tile(h / float(model_horizon), n_series), np.repeat(np.log1p(scales), horizon)]).astype(
         np.float32
     )
-    return np.hstack([head, np.repeat(origin.astype(np.float32), horizon, axis=0), slot])
+    return with_ratios(np.hstack([head, np.repeat(origin.astype(np.float32), horizon, axis=0), slot]))
 
 
 def forecast_matrix(

@@ -30,7 +30,9 @@ import xgboost as xgb
 from broker.forecast import baselines
 from broker.forecast.features import (
     FEATURES,
+    LEVEL_FEATURES,
     LONG_DAYS,
+    RATIO_FEATURES,
     forecast_matrix,
     gather,
     matrix_rows,
@@ -74,6 +76,13 @@ class TrainParams:
     calibrate: bool = False  # conformal p95 shift from that hold-out (measured: overshoots, off)
     refit: bool = True  # then refit on all rows, the last day included, with the rounds found
     select_rows: int = 150_000  # fitting rows (sub-sampled) for the validation fits
+    # validation days: the last `select_days` horizons are held out and each is forecast from
+    # its own origin (a rolling-origin backtest); one day alone chose the base unreliably
+    select_days: int = 1
+    # level-shift features (LEVEL_FEATURES: 1 h/6 h/24 h levels vs the 14-day median and the
+    # slot median, the previous day's mean, time into a busy spell); measured in
+    # docs/forecast.md: better on Bitbrains' backtest days, a tie on Azure's, so opt-in
+    level_features: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,12 +113,19 @@ class ForecastModel:
 
     @property
     def current(self) -> bool:
-        """Trained on this version's feature layout (an older stored model is not)."""
-        return self.features == FEATURES
+        """Its features are all computed by this version, as many as the booster reads (a model
+        of an older layout is not)."""
+        return (
+            bool(self.features)
+            and set(self.features) <= set(FEATURES)
+            and len(self.features) == self.booster.num_features()
+        )
 
     def predict_matrix(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """(rows, 2) model-space p50/p95 (log1p of scaled values, uncalibrated) for a feature matrix."""
+        """(rows, 2) model-space p50/p95 (log1p of scaled values, uncalibrated) for a feature
+        matrix of every FEATURES column (the model's own columns are picked here)."""
         xin, base = model_inputs(x, self.base)
+        xin = select_columns(xin, self.features)
         out = np.asarray(self.booster.inplace_predict(xin), dtype=np.float32).reshape(len(x), len(QUANTILES))
         return out + base[:, None]
 
@@ -210,7 +226,17 @@ _LEVELS = [
     i
     for i, f in enumerate(FEATURES)
     if f
-    not in {"horizon_frac", "log_scale", "hour_of_day", "day_of_week", "shift_1h_vs_yday", "std_24h", "slot_std_7d"}
+    not in {
+        "horizon_frac",
+        "log_scale",
+        "hour_of_day",
+        "day_of_week",
+        "shift_1h_vs_yday",
+        "std_24h",
+        "slot_std_7d",
+        "regime_days",
+        *RATIO_FEATURES,
+    }
 ]
 
 
@@ -228,6 +254,16 @@ def model_inputs(x: npt.NDArray[np.float32], base_name: str) -> tuple[npt.NDArra
     return out, base
 
 
+def model_features(params: TrainParams) -> list[str]:
+    return list(FEATURES) if params.level_features else [f for f in FEATURES if f not in LEVEL_FEATURES]
+
+
+def select_columns(x: npt.NDArray[np.float32], names: list[str]) -> npt.NDArray[np.float32]:
+    if names == FEATURES:
+        return x
+    return x[:, [FEATURES.index(f) for f in names]]
+
+
 @dataclass
 class TrainingData:
     x: npt.NDArray[np.float32]
@@ -240,15 +276,17 @@ class TrainingData:
 
 def training_matrix(panel: Panel, horizon: int, params: TrainParams, *, hold_out: bool = False) -> TrainingData:
     """Rows over every series with enough history (sub-sampled to max_rows). With `hold_out`,
-    the last `horizon` steps of each series (when two days precede them) are kept out of the
-    fitting rows and become validation rows, forecast from the origin just before them."""
+    the last `select_days` horizons of each series (when two days precede them) are kept out
+    of the fitting rows and become validation rows, each horizon forecast from the origin just
+    before it."""
     day = steps_per_day(panel.step_s)
     rng = np.random.default_rng(params.seed)
     one_step = params.strategy == "recursive"
     xs, ys, ws, xv, yv, wv = [], [], [], [], [], []
     for i, y in enumerate(panel.values):
         n = len(y)
-        cut = n - horizon if hold_out and n - horizon > 2 * day else n
+        back = horizon * max(1, params.select_days)
+        cut = n - back if hold_out and n - back > 2 * day else n
         if np.isfinite(y[:cut]).sum() < day + 2:
             continue
         # features of the part before the cut only: nothing reads the held-out steps
@@ -258,12 +296,15 @@ def training_matrix(panel: Panel, horizon: int, params: TrainParams, *, hold_out
         xs.append(x)
         ys.append(t)
         ws.append(np.full(len(t), weight))
-        if cut < n:
-            h = np.arange(1, n - cut + 1, dtype=np.int64)
-            ok = np.isfinite(y[cut - 1 + h])
-            xv.append(gather(sf, np.full(int(ok.sum()), cut - 1, dtype=np.int64), h[ok], horizon))
-            yv.append(y[cut - 1 + h[ok]] / sf.scale)
-            wv.append(np.full(int(ok.sum()), weight))
+        # validation origins: the cut, then one horizon later each (rolling origin), each seen
+        # as a forecast from there sees it (features and scale of the history up to it)
+        for o in range(cut - 1, n - 1, horizon):
+            seen = sf if o == cut - 1 else series_features(y[: o + 1], panel.starts[i], panel.step_s)
+            h = np.arange(1, min(horizon, n - 1 - o) + 1, dtype=np.int64)
+            ok = np.isfinite(y[o + h])
+            xv.append(gather(seen, np.full(int(ok.sum()), o, dtype=np.int64), h[ok], horizon))
+            yv.append(y[o + h[ok]] / seen.scale)
+            wv.append(np.full(int(ok.sum()), seen.scale if params.weight_by_scale else 1.0))
     if not xs or sum(len(t) for t in ys) == 0:
         raise HistoryError(
             f"too little history to train: every series needs more than a day ({day + 2} steps)",
@@ -343,6 +384,7 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
             n = fitted.best_iteration + 1 if params.early_stopping_rounds else params.rounds
             fitted = fitted[:n]
             xin, base = model_inputs(data.x_val, name)
+            xin = select_columns(xin, model_features(params))
             raw = np.asarray(fitted.inplace_predict(xin), np.float64).reshape(-1, len(QUANTILES)) + base[:, None]
             loss = _p50_mae(raw[:, 0], data.y_val, data.w_val, log_target=params.log_target)
             if loss < best:
@@ -367,6 +409,7 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
         meta={"rounds": rounds, "base_candidates": candidates},
         train_cpu_seconds=time.process_time() - cpu_started,
         p95_shift=shift,
+        features=model_features(params),
         base=base_name,
     )
 
@@ -381,9 +424,11 @@ def _dmatrix(
     quantised: bool = True,
 ) -> xgb.DMatrix:
     xin, base = model_inputs(x, base_name)
+    names = model_features(params)
+    xin = select_columns(xin, names)
     if quantised:
-        return xgb.QuantileDMatrix(xin, y - base, weight=w, feature_names=FEATURES, max_bin=params.max_bin)
-    return xgb.DMatrix(xin, y - base, weight=w, feature_names=FEATURES)
+        return xgb.QuantileDMatrix(xin, y - base, weight=w, feature_names=names, max_bin=params.max_bin)
+    return xgb.DMatrix(xin, y - base, weight=w, feature_names=names)
 
 
 def _p50_mae(pred: FloatArray, actual: FloatArray, w: FloatArray, *, log_target: bool) -> float:

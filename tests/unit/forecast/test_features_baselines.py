@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from broker.forecast import baselines
-from broker.forecast.features import FEATURES, forecast_matrix, gather, series_features
+from broker.forecast.features import (
+    FEATURES,
+    REGIME_CAP_DAYS,
+    forecast_matrix,
+    gather,
+    regime_days,
+    series_features,
+)
 from broker.forecast.sizing import size
 
 DAY = 288
@@ -18,21 +25,27 @@ def test_features_at_an_origin_ignore_everything_after_it() -> None:
     rng = np.random.default_rng(1)
     y = rng.gamma(2.0, 10.0, size=9 * DAY)
     origin, horizon = 6 * DAY + 17, DAY
+    # the future reshuffled: the per-series scale (the history's mean, a normaliser, not a
+    # forecast input) stays the same, everything read after the origin changes
     changed = y.copy()
-    changed[origin + 1 :] = rng.gamma(2.0, 10.0, size=len(y) - origin - 1)
+    changed[origin + 1 :] = rng.permutation(y[origin + 1 :])
     h = np.arange(1, horizon + 1, dtype=np.int64)
     o = np.full(horizon, origin, dtype=np.int64)
     a, b = series_features(y, 0, 300), series_features(changed, 0, 300)
-    # the per-series scale (its mean) is one number per series; value features are linear
-    # in y / scale, so multiplying back by the scale compares what was known at the origin
-    unitless = {"horizon_frac", "log_scale", "hour_of_day", "day_of_week"}
-    cols = [i for i, f in enumerate(FEATURES) if f not in unitless]
-    fa, fb = gather(a, o, h, horizon) * a.scale, gather(b, o, h, horizon) * b.scale
+    assert a.scale == pytest.approx(b.scale)
+    fa, fb = gather(a, o, h, horizon), gather(b, o, h, horizon)
     assert fa.shape == (horizon, len(FEATURES))
-    np.testing.assert_allclose(fa[:, cols], fb[:, cols], rtol=1e-4, equal_nan=True)
+    np.testing.assert_allclose(fa, fb, rtol=1e-4, atol=1e-6, equal_nan=True)
     # and the comparison can see a leak: one step further ahead reads the changed values
-    leaky = gather(a, o + 1, h, horizon) * a.scale, gather(b, o + 1, h, horizon) * b.scale
-    assert not np.allclose(leaky[0][:, cols], leaky[1][:, cols], rtol=1e-4, equal_nan=True)
+    assert not np.allclose(gather(a, o + 1, h, horizon), gather(b, o + 1, h, horizon), rtol=1e-4, equal_nan=True)
+    # every kind of feature is checked: level, slot, level-ratio and regime columns all differ there
+    for name in ("mean_6h", "lag_1d", "lvl_6h_vs_14d", "regime_days", "mean_prev_24h"):
+        col = FEATURES.index(name)
+        assert not np.allclose(
+            gather(a, o + 3 * DAY // 2, h, horizon)[:, col],
+            gather(b, o + 3 * DAY // 2, h, horizon)[:, col],
+            equal_nan=True,
+        ), name
 
 
 def last_origin_rows(y: np.ndarray, start: int, horizon: int) -> np.ndarray:
@@ -131,3 +144,20 @@ def test_batch_inference_rows_equal_the_training_features() -> None:
         slow = last_origin_rows(y, starts[k], DAY)
         np.testing.assert_allclose(fast[k * DAY : (k + 1) * DAY], slow, rtol=1e-4, atol=1e-5, equal_nan=True)
         assert scales[k] == pytest.approx(np.nanmean(y))
+
+
+def test_regime_days_counts_how_long_a_busy_spell_has_lasted() -> None:
+    # idle for 8 days, then busy for a day and a half: + 1.5 days at the end
+    y = np.concatenate((np.full(8 * DAY, 2.0), np.full(DAY + DAY // 2, 90.0)))
+    r = regime_days(y[None, :] / y.mean(), DAY)[0]  # scaled, as both paths see it
+    assert r[-1] == pytest.approx(1.5, abs=1 / 24 + 1e-9)  # the 1 h mean crosses within an hour
+    assert r[8 * DAY - 1] == -REGIME_CAP_DAYS  # long idle: capped, negative
+    # a busy spell longer than the cap stays at the cap
+    long = np.concatenate((np.full(8 * DAY, 2.0), np.full(4 * DAY, 900.0)))
+    assert regime_days(long[None, :] / long.mean(), DAY)[0, -1] == REGIME_CAP_DAYS
+    # all zeros (an idle VM) is idle, not a flip-flop of rounding noise
+    assert (regime_days(np.zeros((1, 3 * DAY)), DAY)[0, -DAY:] < 0).all()
+    # the inference path (last column of a right-aligned matrix) agrees with the training path
+    rows, _ = forecast_matrix([y], [0], 300, 4)
+    assert rows[0, FEATURES.index("regime_days")] == pytest.approx(r[-1], abs=1e-6)
+    assert rows[0, FEATURES.index("lvl_1h_vs_14d")] > 1.0  # busy far above the 14-day median

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from broker.forecast.evaluate import evaluate
-from broker.forecast.features import FEATURES
+from broker.forecast.features import FEATURES, gather, series_features
 from broker.forecast.history import HistoryError, Panel, parse_long_frame, regularize
-from broker.forecast.model import ForecastModel, TrainParams, _conformal_shift, model_inputs, train
+from broker.forecast.model import ForecastModel, TrainParams, _conformal_shift, model_inputs, train, training_matrix
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "usage"
 FAST = TrainParams(rounds=12, max_depth=5)
@@ -108,3 +108,29 @@ def test_conformal_shift_reaches_the_coverage_it_is_asked_for() -> None:
 def test_bad_training_options_are_clear_errors(azure: Panel, bad: dict[str, str]) -> None:
     with pytest.raises(HistoryError):
         train(azure, horizon=12, params=dataclasses.replace(FAST, **bad))  # type: ignore[arg-type]
+
+
+def test_validation_over_several_days_forecasts_each_from_its_own_origin() -> None:
+    day, days = 24, 3  # hourly steps: a small synthetic panel
+    rng = np.random.default_rng(3)
+    y = 5 + 3 * np.sin(np.arange(12 * day) * 2 * np.pi / day) + rng.gamma(1.0, 1.0, 12 * day)
+    panel = Panel(["a"], [0], [y], step_s=3600)
+    data = training_matrix(panel, day, dataclasses.replace(FAST, select_days=days), hold_out=True)
+    assert len(data.y_val) == days * day
+    # fitting rows end before the first validation day: none of its targets was seen
+    assert len(data.y) <= len(y) - days * day - (day + 1)
+    # each validation day is read from its own origin: exactly what a forecast from there sees
+    last = gather(series_features(y[: 11 * day], 0, 3600), np.full(day, 11 * day - 1), np.arange(1, day + 1), day)
+    np.testing.assert_allclose(data.x_val[-day:], last, rtol=1e-4, atol=1e-6, equal_nan=True, err_msg="last origin")
+
+
+def test_level_features_are_opt_in_and_survive_storage(azure: Panel) -> None:
+    plain = train(azure, horizon=24, params=FAST)
+    assert "regime_days" not in plain.features and plain.booster.num_features() == len(plain.features)
+    model = train(azure, horizon=24, params=dataclasses.replace(FAST, level_features=True))
+    assert model.features == FEATURES and model.current
+    again = ForecastModel.from_bytes(model.to_bytes(), model.describe())
+    assert again.current
+    for fa, fb in zip(model.forecast(azure), again.forecast(azure), strict=True):
+        assert fa.method == fb.method == "xgboost"
+        np.testing.assert_allclose(fa.p50, fb.p50)
