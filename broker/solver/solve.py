@@ -129,7 +129,7 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     if not found.proven:
         warnings.append(
             "weak lower bound: column generation did not converge within the time limit, "
-            "the bound is each replica's cheapest resource share"
+            "the bound is a Lagrangian one or each replica's cheapest share of a node's cost"
         )
     return PlacementResult(
         status=status,
