@@ -216,7 +216,9 @@ class Master:
         """(class, pool) of each replica column, in model order."""
         return self.u.cls[self.x_uni], self.u.pool[self.x_uni]
 
-    def solve_lp(self) -> LPResult | None:
+    def solve_lp(self, time_limit_s: float = math.inf) -> LPResult | None:
+        """The LP from the last basis; None when it is not solved to optimality (e.g. in time)."""
+        self.h.setOptionValue("time_limit", max(0.05, time_limit_s) if math.isfinite(time_limit_s) else INF)
         self.h.run()
         if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None

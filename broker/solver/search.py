@@ -211,7 +211,8 @@ def search(
     rc_p: FloatArray = np.zeros(0)
     rc_x: FloatArray = np.zeros(0)
     for rounds in range(1, max_rounds + 1):  # noqa: B007 - reported
-        lp = m.solve_lp()
+        # a round's LP can take seconds on big requests: never past the request's time
+        lp = m.solve_lp(time_limit_s=left() - 0.1 * time_limit_s)
         if lp is None:
             break
         z_lp = lp.value
