@@ -6,9 +6,10 @@ workloads); appending columns and rows to one model keeps the simplex basis,
 so a round re-solves from where the last one stopped.
 
 Layout (same rows and columns as model.py describes, appended as they come):
-fixed rows first (demand, spot, spread, node, egress, keep, moves), then per
-pool its capacity rows and per replica column its fit row; z, e and keep
-columns first, then pools and replica columns in the order they were added.
+fixed rows first (demand, spot, spread, node, egress, near-egress, Y, keep,
+moves), then per pool its capacity rows and per replica column its fit row; z, e,
+keep, near-egress and Y columns first, then pools and replica columns in the
+order they were added.
 """
 
 from __future__ import annotations
