@@ -379,39 +379,22 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
     if lay.n_e:
         replicas = np.array([c.replicas for c in mi.classes], dtype=np.float64)
         for keys, owner, sign in ((lay.e_keys_k, lay.e_class, -1.0), (lay.e_keys_v, lay.e_peer, 1.0)):
-            # join groups to egress columns on (class, site); a key can meet several egress columns
-            order = np.argsort(keys, kind="stable")
-            sk = keys[order]
-            lo_i = np.searchsorted(sk, cs_key, side="left")
-            cnt = np.searchsorted(sk, cs_key, side="right") - lo_i
-            gi = np.repeat(gcols, cnt)
-            offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-            e = order[lo_i[gi] + offs]
+            gi, e = _join(keys, cs_key)  # groups meet egress rows on (class, site)
             rows.append(lay.e_row0 + e)
             ccols.append(gi)
             # in e - x_k/R_k + x_v/R_v >= 0: the sender's replicas push traffic out
             vals.append(sign / replicas[owner[e]])
     if lay.n_near:
         # a - Y + x_v(s) <= 0: v's replicas at s itself do not count as "elsewhere in the cloud"
-        nk = lay.e_peer[lay.near_e] * ns + lay.e_site[lay.near_e]
-        order = np.argsort(nk, kind="stable")
-        sk = nk[order]
-        lo_i = np.searchsorted(sk, cs_key, side="left")
-        cnt = np.searchsorted(sk, cs_key, side="right") - lo_i
-        gi = np.repeat(gcols, cnt)
-        offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        rows.append(lay.near_row0 + order[lo_i[gi] + offs])
+        gi, j = _join(lay.e_peer[lay.near_e] * ns + lay.e_site[lay.near_e], cs_key)
+        rows.append(lay.near_row0 + j)
         ccols.append(gi)
         vals.append(np.ones(len(gi)))
         # Y - sum x_v = 0 over v's groups in the cloud
-        yk = lay.y_class * (1 << 16) + lay.y_prov
-        ykey = gc * (1 << 16) + mi.site_provider[gs]
-        yo = np.argsort(yk, kind="stable")
-        pos = np.minimum(np.searchsorted(yk[yo], ykey), lay.n_y - 1)
-        hit_y = yk[yo][pos] == ykey
-        rows.append(lay.y_row0 + yo[pos[hit_y]])
-        ccols.append(gcols[hit_y])
-        vals.append(-np.ones(int(hit_y.sum())))
+        gi, j = _join(lay.y_class * (1 << 16) + lay.y_prov, gc * (1 << 16) + mi.site_provider[gs])
+        rows.append(lay.y_row0 + j)
+        ccols.append(gi)
+        vals.append(-np.ones(len(gi)))
     if len(lay.keep_key):
         rows.append(keep_rows)
         ccols.append(group[keep_cols])
@@ -430,6 +413,17 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
         g_zpos=g_zpos,
         g_fixed=g_fixed,
     )
+
+
+def _join(keys: IntArray, query: IntArray) -> tuple[IntArray, IntArray]:
+    """Every pair (i, j) with query[i] == keys[j] (keys may repeat), without a Python loop."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    lo = np.searchsorted(sk, query, side="left")
+    cnt = np.searchsorted(sk, query, side="right") - lo
+    qi = np.repeat(np.arange(len(query)), cnt)
+    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return qi, order[lo[qi] + offs]
 
 
 @dataclass
