@@ -38,6 +38,9 @@ from broker.solver.pricing import (
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 # what the Lagrangian bound costs per universe column (measured: 1.5-2 s at 2.2 M columns)
 BOUND_SECONDS_PER_COL = 1.0e-6
+# the second neighbourhood MIP helps at 300 workloads (2.2 M columns); at 3,000 (14.7 M) the LP
+# has had one or two rounds, its pools are no guide, and the time went missing from the final MIP
+NEIGHBOURHOOD_MAX_COLS = 5_000_000
 
 
 @dataclass
@@ -278,7 +281,7 @@ def search(
         # is most of what separates it from a good placement (12 workloads: from 4.8 % over
         # the LP to 0.7 % in ~20 ms, where the full MIP's own heuristics took 0.5 s)
         improve(lp_support, 0.25)
-        if incumbent is not None and ub - z_lp > rel_gap * ub:
+        if incumbent is not None and ub - z_lp > rel_gap * ub and uni.size <= NEIGHBOURHOOD_MAX_COLS:
             # then every class may move onto any pool the LP uses (its 5 best there by reduced
             # cost): whole nodes shared with other classes; all columns there (8k at 300
             # workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit
