@@ -310,10 +310,6 @@ class XColumns:
         out: Index = self.g_zpos[self.group[idx]]
         return out
 
-    def cost(self, idx: Index | slice) -> FloatArray:
-        out: FloatArray = self.g_cost[self.group[idx]]
-        return out
-
     def earnings(self, fixed_duals: FloatArray) -> FloatArray:
         """Per group: (A^T y) - cost, what one replica earns under the fixed rows' duals."""
         out: FloatArray = np.asarray(self.g_fixed.T @ fixed_duals) - self.g_cost
