@@ -67,7 +67,7 @@ import numpy as np
 from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput
-from broker.solver.pricing import Universe
+from broker.solver.universe import Universe
 
 CHUNK = 1 << 19  # universe columns per numpy pass (keeps temporaries to a few MB)
 
@@ -137,7 +137,7 @@ def lagrangian_bound_detail(
     lay = m.lay
     nc = lay.n_classes
     u = universe.cols
-    if nc == 0 or (np.bincount(u.cls, minlength=nc) == 0).any():
+    if nc == 0 or (np.diff(u.starts) == 0).any():
         return BoundDetail(-math.inf, {})
     if col_dual is None:
         col_dual = np.asarray(m.h.getSolution().col_dual)
@@ -222,16 +222,17 @@ def _evaluate(
         mu_raw[on, r] = y_raw[rows[on]]
     mu_lp = np.maximum(-mu_raw, 0.0)
     xi = m.x_uni
-    xc, xp = u.cls[xi], local[u.pool[xi]]
+    xc, xp = u.cls(xi), local[u.pool[xi]]
+    fit, stronger = mi.fit(xc, u.pool[xi])
     phi = np.zeros(len(xi))
-    cut = np.flatnonzero(u.fit_cut[xi])
+    cut = np.flatnonzero(stronger)
     if len(cut):
         cd = np.asarray(col_dual, dtype=np.float64)[m.x_col[cut]]
         ci = xi[cut]
         # HiGHS: col_dual = cost - A^T y over all rows; the fit row's dual is what is left
         plain = -u.earnings(y_raw[:nf])[u.group[ci]] - (demand[xc[cut]] * mu_raw[xp[cut]]).sum(axis=1)
         phi[cut] = np.maximum(cd - plain, 0.0)
-    fitphi = _per_pool(xp, phi * u.fit[xi], n_p)
+    fitphi = _per_pool(xp, phi * fit, n_p)
     g = -u.earnings(y)[u.group]
     cols = _Cols(universe, local, g, demand, m.replicas, y_raw[:nc], m.in_model, xc, xp, g[xi], phi)
 
@@ -297,7 +298,7 @@ def _drag(cols: _Cols, cand: _Cand, shift: FloatArray, pools: BoolArray | None) 
     n_p = len(shift)
     out = np.zeros(n_p)
     for idx in _column_sets(cols.uni, pools):
-        cls, pool = u.cls[idx], cols.local[u.pool[idx]]
+        cls, pool = u.cls(idx), cols.local[u.pool[idx]]
         coef = cols.g[idx] + shift[pool] + _mu_dot(cand.mu, cols.demand, pool, cls)
         drag = cols.replicas[cls] * np.minimum(coef - cols.target[cls], 0.0)
         drag[cols.inside[idx]] = 0.0
@@ -318,7 +319,7 @@ def _drag_many(cols: _Cols, cands: list[_Cand]) -> list[FloatArray]:
     out = [np.zeros(n_p) for _ in cands]
     gpu = bool(cols.demand[:, 2].any())
     for idx in _column_sets(cols.uni, None):
-        cls, pool = u.cls[idx], cols.local[u.pool[idx]]
+        cls, pool = u.cls(idx), cols.local[u.pool[idx]]
         base = cols.g[idx] - cols.target[cls]
         weight = np.where(cols.inside[idx], 0.0, cols.replicas[cls])
         d0, d1 = cols.demand[cls, 0], cols.demand[cls, 1]
@@ -340,7 +341,7 @@ def _class_minima(cols: _Cols, mu: FloatArray, phi_scale: FloatArray, shift: Flo
     u = cols.uni.cols
     cmin = np.full(nc, np.inf)
     for idx in _column_sets(cols.uni, None):
-        cls, pool = u.cls[idx], cols.local[u.pool[idx]]
+        cls, pool = u.cls(idx), cols.local[u.pool[idx]]
         coef = cols.g[idx] + shift[pool] + _mu_dot(mu, cols.demand, pool, cls)
         coef[cols.inside[idx]] = np.inf
         _class_min(cmin, cls, coef)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.domain import CapacityType, Workload
 from broker.pooltable import CAPACITY_TYPES, BoolArray, FloatArray, IntArray
@@ -53,8 +54,6 @@ class WorkloadClass:
     cand: IntArray
     rep_cost: FloatArray
     demand: FloatArray  # cpu, memory, gpus per replica
-    fit: FloatArray  # replicas of one class member that fit one node of each candidate
-    fit_cut: BoolArray  # whether n_p >= x/fit is stronger than the aggregate capacity rows
     deps: list[tuple[int, float]]  # (class index, GiB/h) for singleton classes
 
     @property
@@ -66,6 +65,22 @@ def spot_cap(w: Workload) -> int | None:
     if w.max_spot_fraction is None:
         return None
     return math.floor(w.max_spot_fraction * w.replicas + 1e-9)
+
+
+def replica_fit(
+    demand: FloatArray, replicas: FloatArray, vcpus: FloatArray, mem: FloatArray, gpus: FloatArray
+) -> tuple[npt.NDArray[np.float32], BoolArray]:
+    """Per (class, pool) pair, element-wise: replicas of the class that fit one node of the pool,
+    capped at its replicas (x_cp <= fit n_p: a pool the class uses runs at least one node), and
+    whether that row is stronger than the aggregate capacity rows (a node's remainder is lost).
+
+    Computed when needed, never stored per universe column (70.8 M at 20,000 workloads)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = np.minimum(vcpus / demand[:, 0], mem / demand[:, 1])
+        gpu = demand[:, 2] > 0
+        exact = np.where(gpu, np.minimum(exact, gpus / np.where(gpu, demand[:, 2], 1.0)), exact)
+    fit = np.minimum(np.floor(exact + 1e-9), replicas)
+    return np.maximum(fit, 1.0).astype(np.float32), fit < exact - 1e-9
 
 
 def _class_key(wd: WorkloadData, keep_alone: bool, index: int) -> tuple[object, ...]:
@@ -113,14 +128,6 @@ def build_classes(
         w = wd.w
         d = np.array([w.cpu, w.memory_gib, w.gpus], dtype=np.float64)
         cand = wd.cand
-        with np.errstate(divide="ignore"):
-            ratios = np.stack([vcpus[cand] / d[0], mem[cand] / d[1]])
-            if d[2] > 0:
-                ratios = np.vstack([ratios, gpus[cand][None, :] / d[2]])
-        exact = ratios.min(axis=0)
-        total = sum(workloads[i].w.replicas for i in members)
-        # x_cp <= min(fit, R_c) * n_p: a pool the class uses runs at least one node
-        fit = np.minimum(np.floor(exact + 1e-9), float(total))
         caps = [spot_cap(workloads[i].w) for i in members]
         classes.append(
             WorkloadClass(
@@ -132,8 +139,6 @@ def build_classes(
                 cand=cand,
                 rep_cost=wd.rep_cost,
                 demand=d,
-                fit=np.maximum(fit, 1.0),
-                fit_cut=fit < exact - 1e-9,
                 deps=[],
             )
         )

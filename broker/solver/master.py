@@ -20,14 +20,15 @@ import highspy
 import numpy as np
 
 from broker.pooltable import FloatArray, IntArray
-from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, XColumns, egress_values
+from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values
+from broker.solver.universe import Universe
 
 Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 
 
 class Master:
-    def __init__(self, mi: ModelInput, lay: Layout, universe: XColumns) -> None:
-        self.mi, self.lay, self.u = mi, lay, universe
+    def __init__(self, mi: ModelInput, lay: Layout, universe: Universe) -> None:
+        self.mi, self.lay, self.uni, self.u = mi, lay, universe, universe.cols
         self.h = highspy.Highs()  # type: ignore[no-untyped-call]
         self.h.setOptionValue("output_flag", False)
         self.h.setOptionValue("solver", "simplex")
@@ -37,7 +38,7 @@ class Master:
         self.cap_row = np.full((mi.n_pools, 3), -1, dtype=np.int64)  # capacity row per resource
         self.x_uni = np.zeros(0, dtype=np.int64)  # universe index of each replica column, in order
         self.x_col = np.zeros(0, dtype=np.int64)  # its HiGHS column
-        self.in_model = np.zeros(universe.cls.shape[0], dtype=bool)
+        self.in_model = np.zeros(universe.size, dtype=bool)
         self.integer = False
         self.n_rows = lay.n_fixed_rows
         self.n_cols = 0
@@ -143,11 +144,10 @@ class Master:
         if (self.u.g_zpos >= 0).any():
             local = np.full(mi.n_pools, -1, dtype=np.int64)
             local[pools] = np.arange(len(pools))
-            at = local[self.u.pool]
-            sel = np.flatnonzero(at >= 0)
+            sel = self.uni.columns_on(pools)
             zpos = self.u.zpos(sel)
             spread = zpos >= 0
-            rows, cols = self.lay.node_row0 + zpos[spread], at[sel[spread]]
+            rows, cols = self.lay.node_row0 + zpos[spread], local[self.u.pool[sel[spread]]]
         cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, cols, rows, np.ones(len(rows)))
         self.pool_col[pools] = cols
         if self.integer:
@@ -178,7 +178,8 @@ class Master:
         begin, count = f.indptr[grp], np.diff(f.indptr)[grp]
         pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
         rows, cols, vals = [f.indices[pos]], [np.repeat(np.arange(len(sel)), count)], [f.data[pos]]
-        d = self.demand[u.cls[sel]]
+        cls = u.cls(sel)
+        d = self.demand[cls]
         for r in range(3):
             use = np.flatnonzero(d[:, r] > 0)
             rows.append(self.cap_row[pool[use], r])
@@ -187,7 +188,7 @@ class Master:
         xcols = self._add_cols(
             u.g_cost[grp],
             np.zeros(len(sel)),
-            self.replicas[u.cls[sel]],
+            self.replicas[cls],
             np.concatenate(cols).astype(np.int64),
             np.concatenate(rows).astype(np.int64),
             np.concatenate(vals),
@@ -197,10 +198,11 @@ class Master:
         self.in_model[sel] = True
         self.x_uni = np.concatenate([self.x_uni, sel])
         self.x_col = np.concatenate([self.x_col, xcols])
-        cut = np.flatnonzero(u.fit_cut[sel])
+        fit, stronger = self.mi.fit(cls, pool)
+        cut = np.flatnonzero(stronger)
         if len(cut):  # a replica runs on one node: x_cp <= fit_cp * n_p
             both = np.stack([xcols[cut], self.pool_col[pool[cut]]], axis=1).ravel()
-            coef = np.stack([np.ones(len(cut)), -u.fit[sel][cut]], axis=1).ravel()
+            coef = np.stack([np.ones(len(cut)), -fit[cut]], axis=1).ravel()
             self._add_rows(np.full(len(cut), -INF), np.zeros(len(cut)), both, coef, 2)
 
     def _integral(self, cols: IntArray) -> None:
@@ -215,7 +217,7 @@ class Master:
 
     def x_keys(self) -> tuple[IntArray, IntArray]:
         """(class, pool) of each replica column, in model order."""
-        return self.u.cls[self.x_uni], self.u.pool[self.x_uni]
+        return self.u.cls(self.x_uni), self.u.pool[self.x_uni]
 
     def solve_lp(self, time_limit_s: float = math.inf) -> LPResult | None:
         """The LP from the last basis; None when it is not solved to optimality (e.g. in time)."""

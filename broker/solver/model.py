@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import highspy
@@ -35,7 +36,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
-from broker.solver.classes import SPOT, WorkloadClass
+from broker.solver.classes import SPOT, WorkloadClass, replica_fit
 from broker.solver.problem import GIB_IN_GB
 
 # per-column index arrays of the universe: 32-bit where they fit (tens of millions of columns)
@@ -71,6 +72,19 @@ class ModelInput:
     @property
     def n_pools(self) -> int:
         return len(self.price)
+
+    @cached_property
+    def class_demand(self) -> FloatArray:
+        return np.stack([c.demand for c in self.classes]) if self.classes else np.zeros((0, 3))
+
+    @cached_property
+    def class_replicas(self) -> FloatArray:
+        return np.array([float(c.replicas) for c in self.classes])
+
+    def fit(self, cls: IntArray, pool: IntArray) -> tuple[npt.NDArray[np.float32], BoolArray]:
+        """classes.replica_fit of the pairs (cls[i], pool[i])."""
+        d, r = self.class_demand[cls], self.class_replicas[cls]
+        return replica_fit(d, r, self.vcpus[pool], self.mem[pool], self.gpus[pool])
 
 
 @dataclass
@@ -293,18 +307,27 @@ class XColumns:
     (~20x fewer than columns on the public catalog), so pricing reads it once per group.
     Columns a keep row refers to (re-plans) are groups of their own."""
 
-    cls: Index
     pool: Index
-    fit: npt.NDArray[np.floating[Any]]
-    fit_cut: BoolArray
+    starts: IntArray  # per class: its first column (and the total at the end)
     group: Index  # per column
+    g_class: IntArray  # per group: its class
     g_cost: FloatArray  # per group: objective cost per replica
     g_zpos: Index  # per group: z column of (class, site), -1 = none
     g_fixed: sp.csc_matrix = field(repr=False)  # [n_fixed_rows, n_groups]
 
     @property
     def size(self) -> int:
-        return len(self.cls)
+        return len(self.pool)
+
+    def cls(self, idx: Index | slice) -> IntArray:
+        """The class of columns `idx` (columns are numbered class by class)."""
+        cols = np.arange(*idx.indices(self.size)) if isinstance(idx, slice) else idx
+        out: IntArray = np.searchsorted(self.starts, cols, side="right") - 1
+        return out
+
+    def position(self, c: IntArray, p: IntArray) -> IntArray:
+        """Column numbers of the pairs (c[i], p[i]), -1 where p is no candidate of c."""
+        return _positions(self.starts, self.pool, c, p)
 
     def zpos(self, idx: Index | slice) -> Index:
         out: Index = self.g_zpos[self.group[idx]]
@@ -319,16 +342,18 @@ class XColumns:
 def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
     """Every candidate (class, pool) column, grouped, with the groups' entries in the fixed rows."""
     n_each = [len(c.cand) for c in mi.classes]
+    xc_start = np.r_[0, np.cumsum(n_each)].astype(np.int64)
     # 32-bit per-column arrays: 20,000 workloads make 70.8 M columns
-    xc = np.repeat(np.arange(len(mi.classes), dtype=np.int32), n_each)
     xp = np.concatenate([c.cand for c in mi.classes], dtype=np.int32) if mi.classes else np.zeros(0, np.int32)
-    n = len(xc)
+    n = len(xp)
     ns = mi.n_sites
     # group key (class, site, spot) through a dense table: linear time, no sort of n keys
     n_keys = max(len(mi.classes), 1) * 2 * ns
     kt = np.int32 if n_keys < 1 << 31 else np.int64
     cell = (mi.site_idx * 2 + (mi.cap_idx == SPOT)).astype(kt)
-    key: Index = xc.astype(kt) * (2 * ns) + cell[xp]
+    key: Index = np.empty(n, dtype=kt)
+    for c, cl in enumerate(mi.classes):  # per class: no n-long class array
+        key[xc_start[c] : xc_start[c + 1]] = c * (2 * ns) + cell[cl.cand]
     seen = np.zeros(n_keys, dtype=bool)
     seen[key] = True
     gid = (np.cumsum(seen) - 1).astype(np.int32)
@@ -337,21 +362,19 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
     g_key = np.flatnonzero(seen)
     if len(lay.keep_key):
         # k_i - x_cp <= 0 names one column: it gets a group of its own
-        xkey = xc.astype(np.int64) * mi.n_pools + xp
-        pos = np.minimum(np.searchsorted(xkey, lay.keep_key), max(n - 1, 0))
-        hit = (xkey[pos] == lay.keep_key) if n else np.zeros(len(pos), dtype=bool)
+        pos = _positions(xc_start, xp, mi.keep_class, mi.keep_pool)
+        hit = pos >= 0
         keep_cols = pos[hit]
         group[keep_cols] = ng + np.arange(len(keep_cols))
         g_key = np.concatenate([g_key, key[keep_cols].astype(np.int64)])
         ng += len(keep_cols)
         keep_rows = lay.keep_row0 + np.flatnonzero(hit)
-    del gid
+    del gid, key
     g_key = g_key.astype(np.int64)
     gc = g_key // (2 * ns)
     gs = (g_key % (2 * ns)) // 2
     g_spot = (g_key % 2) == 1
     g_cost = np.zeros(ng)
-    xc_start = np.r_[0, np.cumsum(n_each)].astype(np.int64)
     if n:
         for c, cl in enumerate(mi.classes):  # per class: no n-long temporary
             g_cost[group[xc_start[c] : xc_start[c + 1]]] = cl.rep_cost
@@ -393,22 +416,38 @@ def x_columns(mi: ModelInput, lay: Layout) -> XColumns:
         vals.append(-np.ones(len(gi)))
     if len(lay.keep_key):
         rows.append(keep_rows)
-        ccols.append(group[keep_cols])
+        ccols.append(group[keep_cols].astype(np.int64))
         vals.append(-np.ones(len(keep_cols)))
     g_fixed = sp.csc_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(ccols))),
         shape=(lay.n_fixed_rows, ng),
     )
     return XColumns(
-        cls=xc,
         pool=xp,
-        fit=np.concatenate([c.fit for c in mi.classes], dtype=np.float32) if n else np.zeros(0, np.float32),
-        fit_cut=np.concatenate([c.fit_cut for c in mi.classes]) if n else np.zeros(0, dtype=bool),
+        starts=xc_start,
         group=group,
+        g_class=gc,
         g_cost=g_cost,
         g_zpos=g_zpos,
         g_fixed=g_fixed,
     )
+
+
+def _positions(starts: IntArray, pool: Index, c: IntArray, p: IntArray) -> IntArray:
+    """Where pool p[i] sits in class c[i]'s segment of `pool` (sorted within each class), -1 if
+    absent: a bisection of all queries at once, no universe-long key array."""
+    c = np.asarray(c, dtype=np.int64)
+    p = np.asarray(p, dtype=np.int64)
+    lo, end = starts[c].copy(), starts[c + 1]
+    hi = end.copy()
+    last = max(len(pool) - 1, 0)
+    while (open_ := lo < hi).any():
+        mid = (lo + hi) // 2
+        below = open_ & (pool[np.minimum(mid, last)] < p)
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(open_ & ~below, mid, hi)
+    hit = (lo < end) & (pool[np.minimum(lo, last)] == p) if len(pool) else np.zeros(len(c), dtype=bool)
+    return np.where(hit, lo, -1)
 
 
 def _join(keys: IntArray, query: IntArray) -> tuple[IntArray, IntArray]:

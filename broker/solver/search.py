@@ -26,14 +26,9 @@ from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.bound import lagrangian_bound
 from broker.solver.classes import SPOT, WorkloadClass
 from broker.solver.master import Master
-from broker.solver.model import Layout, ModelInput, egress_values, make_layout
-from broker.solver.pricing import (
-    Universe,
-    column_reduced_costs,
-    make_universe,
-    pool_earnings,
-    pool_reduced_costs,
-)
+from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
+from broker.solver.pricing import ColumnCosts, column_reduced_costs, pool_reduced_costs
+from broker.solver.universe import Universe, make_universe
 
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 # what the Lagrangian bound costs per universe column (measured: 1.5-2 s at 2.2 M columns)
@@ -59,11 +54,11 @@ def initial_columns(mi: ModelInput, u: Universe, *, per_class: int = 4, sites_ex
     its cheapest pool at a few more sites when it must spread, and owned pools."""
     chosen: list[IntArray] = []
     start = 0
-    for c in mi.classes:
+    for i, c in enumerate(mi.classes):
         cand = c.cand
         idx = np.arange(start, start + len(cand))
         start += len(cand)
-        whole = mi.node_cost[cand] / c.fit + c.rep_cost
+        whole = mi.node_cost[cand] / mi.fit(np.full(len(cand), i), cand)[0] + c.rep_cost
         k = min(per_class, len(cand))
         chosen.append(idx[np.argpartition(whole, k - 1)[:k]])
         share = np.maximum(c.demand[0] / mi.vcpus[cand], c.demand[1] / mi.mem[cand])
@@ -82,11 +77,11 @@ def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
     """Nodes per pool: the aggregate capacity rule and one node per `fit` replicas of each class."""
     load: dict[int, FloatArray] = {}
     need: dict[int, int] = {}
-    for (c, p), r in x.items():
-        cl = mi.classes[c]
-        load[p] = load.get(p, np.zeros(3)) + r * cl.demand
-        j = int(np.searchsorted(cl.cand, p))
-        need[p] = max(need.get(p, 0), math.ceil(r / cl.fit[j] - 1e-9))
+    pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
+    fits = mi.fit(pairs[:, 0], pairs[:, 1])[0].tolist()
+    for ((c, p), r), fit in zip(x.items(), fits, strict=True):
+        load[p] = load.get(p, np.zeros(3)) + r * mi.classes[c].demand
+        need[p] = max(need.get(p, 0), math.ceil(r / fit - 1e-9))
     out: dict[int, int] = {}
     for p, ld in load.items():
         caps = np.array([mi.vcpus[p], mi.mem[p], max(mi.gpus[p], 1e-12)])
@@ -162,19 +157,24 @@ def _round_lp(mi: ModelInput, cls: IntArray, pool: IntArray, xv: FloatArray) -> 
     return out
 
 
-def _columns_of(x: ClassPlacement, keys: IntArray, n_pools: int) -> IntArray:
-    """Universe positions of a placement's (class, pool) pairs (keys are sorted: class, then pool)."""
-    want = np.array([c * n_pools + p for c, p in x], dtype=np.int64)
-    return np.searchsorted(keys, want)
+def _columns_of(x: ClassPlacement | None, cols: XColumns) -> IntArray:
+    """Universe positions of a placement's (class, pool) pairs."""
+    if not x:
+        return np.zeros(0, dtype=np.int64)
+    pairs = np.array(list(x), dtype=np.int64)
+    pos = cols.position(pairs[:, 0], pairs[:, 1])
+    return pos[pos >= 0]
 
 
-def _best_per_class(cls: IntArray, rc: FloatArray, idx: IntArray, k: int) -> IntArray:
-    """The k most negative reduced costs of each class among columns `idx`."""
-    order = idx[np.lexsort((rc[idx], cls[idx]))]
+def _best_per_class(cols: XColumns, rc: ColumnCosts, keep: BoolArray, k: int) -> IntArray:
+    """The k most negative reduced costs of each class among the priced columns in `keep`."""
+    idx, val = rc.idx[keep], rc.val[keep]
+    cls = cols.cls(idx)
+    order = np.lexsort((val, cls))
     c = cls[order]
     first = np.r_[0, np.flatnonzero(c[1:] != c[:-1]) + 1]
     rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
-    out: IntArray = order[rank < k]
+    out: IntArray = idx[order[rank < k]]
     return out
 
 
@@ -197,12 +197,11 @@ def search(
 
     lay = make_layout(mi)
     uni = make_universe(mi, lay)
-    col_keys = uni.cols.cls.astype(np.int64) * mi.n_pools + uni.cols.pool
-    m = Master(mi, lay, uni.cols)
-    first = [initial_columns(mi, uni)] + [_columns_of(x0, col_keys, mi.n_pools) for x0 in starts]
+    m = Master(mi, lay, uni)
+    first = [initial_columns(mi, uni)] + [_columns_of(x0, uni.cols) for x0 in starts]
     if len(lay.keep_key):  # where replicas run now stays on the table
-        pos = np.minimum(np.searchsorted(col_keys, lay.keep_key), uni.size - 1)
-        first.append(pos[col_keys[pos] == lay.keep_key])
+        pos = uni.cols.position(mi.keep_class, mi.keep_pool)
+        first.append(pos[pos >= 0])
     m.add_columns(np.concatenate(first))
     z_lp = -math.inf
     lagrangian = -math.inf
@@ -212,7 +211,7 @@ def search(
     lp_support: IntArray = np.zeros(0, dtype=np.int64)
     rc_pools: IntArray = np.zeros(0, dtype=np.int64)
     rc_p: FloatArray = np.zeros(0)
-    rc_x: FloatArray = np.zeros(0)
+    rc_x = ColumnCosts(np.zeros(0, dtype=np.int64), np.zeros(0))
     for rounds in range(1, max_rounds + 1):  # noqa: B007 - reported
         # a round's LP can take seconds on big requests: never past the request's time
         lp = m.solve_lp(time_limit_s=left() - 0.1 * time_limit_s)
@@ -226,8 +225,8 @@ def search(
         rc_pools, rc_p = pool_reduced_costs(mi, uni, lp.row_dual[: lay.n_fixed_rows], lay.node_row0)
         outside = m.pool_col[rc_pools] < 0
         new_pool = outside & (rc_p < -tol)
-        neg_cols = np.flatnonzero(~m.in_model & (rc_x < -tol))
-        if not new_pool.any() and len(neg_cols) == 0:
+        neg_cols = ~m.in_model[rc_x.idx] & (rc_x.val < -tol)
+        if not new_pool.any() and not neg_cols.any():
             converged = True
             break
         # CG rounds are cheap (the basis is kept); the Lagrangian bound reads the whole universe
@@ -242,7 +241,7 @@ def search(
             break
         # a few columns per class and round: the basis is kept, so more rounds are cheap and
         # the model stays small (one big step per round made every LP slower)
-        add = [_best_per_class(uni.cols.cls, rc_x, neg_cols, per_class)]
+        add = [_best_per_class(uni.cols, rc_x, neg_cols, per_class)]
         if new_pool.any():
             best = rc_pools[new_pool][np.argsort(rc_p[new_pool], kind="stable")[:pools_per_round]]
             add.append(_earning_columns(uni, lp.row_dual[: lay.n_fixed_rows], best))
@@ -260,21 +259,21 @@ def search(
     def hint(mm: Master) -> FloatArray | None:
         return mm.hint(incumbent, class_nodes(mi, incumbent)) if incumbent is not None else None
 
-    mine = _columns_of(incumbent, col_keys, mi.n_pools) if incumbent is not None else np.zeros(0, dtype=np.int64)
+    mine = _columns_of(incumbent, uni.cols)
     m.add_columns(mine)
 
     def improve(cols: IntArray, share: float) -> None:
         """A small MIP over `cols` and the incumbent's columns, warm-started; keeps a better answer."""
         nonlocal incumbent, ub
-        sub = Master(mi, lay, uni.cols)
-        own = _columns_of(incumbent, col_keys, mi.n_pools) if incumbent is not None else mine
+        sub = Master(mi, lay, uni)
+        own = _columns_of(incumbent, uni.cols) if incumbent is not None else mine
         sub.add_columns(np.concatenate([cols, own]))
         rs = sub.solve_mip(time_limit_s=left() * share, seed=seed, hint=hint(sub), rel_gap=rel_gap / 4)
         if rs.status in ("optimal", "feasible"):
             xs = sub.placement(rs.x)
             if objective(mi, lay, xs) < ub:
                 incumbent, ub = xs, objective(mi, lay, xs)
-                m.add_columns(_columns_of(incumbent, col_keys, mi.n_pools))
+                m.add_columns(_columns_of(incumbent, uni.cols))
 
     if len(lp_support):
         # a small MIP over the LP's support (RENS): packing the LP's pools into whole nodes
@@ -285,9 +284,9 @@ def search(
             # then every class may move onto any pool the LP uses (its 5 best there by reduced
             # cost): whole nodes shared with other classes; all columns there (8k at 300
             # workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit
-            on_lp_pools = np.concatenate([uni.pool_columns(int(p)) for p in np.unique(uni.cols.pool[lp_support])])
-            on_lp_pools = on_lp_pools.astype(np.int64)
-            best = _best_per_class(uni.cols.cls, rc_x, on_lp_pools[np.isfinite(rc_x[on_lp_pools])], 5)
+            lp_pool = np.zeros(mi.n_pools, dtype=bool)
+            lp_pool[uni.cols.pool[lp_support]] = True
+            best = _best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5)
             improve(np.concatenate([lp_support, best]), 0.3)
 
     status = "feasible"
@@ -300,10 +299,10 @@ def search(
         # a placement using anything left out costs at least z_LP + its reduced cost. Only the
         # gap target has to be proven: what could save less than (most of) it stays out
         room = ub - z_lp - 0.9 * rel_gap * ub
-        extra_cols = np.flatnonzero(~m.in_model & (rc_x < room))
+        extra = ~m.in_model[rc_x.idx] & (rc_x.val < room)
         # the most promising first: a MIP over hundreds of thousands of columns does not even
         # finish its root in time (300 workloads: 245k columns, no progress in 80 s)
-        extra_cols = extra_cols[np.argsort(rc_x[extra_cols], kind="stable")[:include_cols]]
+        extra_cols = rc_x.idx[extra][np.argsort(rc_x.val[extra], kind="stable")[:include_cols]]
         pool_out = m.pool_col[rc_pools] < 0
         pays = pool_out & (rc_p < room)
         order = np.flatnonzero(pays)[np.argsort(rc_p[pays], kind="stable")]
@@ -320,12 +319,10 @@ def search(
         left_pools = pool_out & ~new_pools
         if left_pools.any():
             excluded_min = min(excluded_min, float(rc_p[left_pools].min()))
-        grown = np.concatenate(grow)
-        rest_cols = ~m.in_model & np.isfinite(rc_x)
-        rest_cols[grown] = False
+        m.add_columns(np.concatenate(grow))
+        rest_cols = ~m.in_model[rc_x.idx]
         if rest_cols.any():
-            excluded_min = min(excluded_min, float(rc_x[rest_cols].min()))
-        m.add_columns(grown)
+            excluded_min = min(excluded_min, float(rc_x.val[rest_cols].min()))
     if bound == -math.inf:
         # HiGHS overruns its limit by a few seconds on big models (presolve, the root LP): keep a margin
         res = m.solve_mip(time_limit_s=0.75 * left(), seed=seed, hint=hint(m), rel_gap=rel_gap)
@@ -415,11 +412,12 @@ def _class_floor(c: WorkloadClass, each: FloatArray, spot: BoolArray, site: IntA
 
 def _earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 10) -> IntArray:
     """Columns of new pools worth trying: the classes that earn most per node there."""
-    g = pool_earnings(u, fixed_duals)
+    earn = u.cols.earnings(fixed_duals)
     out: list[IntArray] = []
     for p in pools:
         cols = u.pool_columns(int(p)).astype(np.int64)
-        gain = g[cols]
-        top = cols[np.argsort(-gain, kind="stable")[:per_pool]]
-        out.append(top[g[top] > 0] if (g[top] > 0).any() else top[:1])
+        gain = earn[u.cols.group[cols]]
+        best = np.argsort(-gain, kind="stable")[:per_pool]
+        top = cols[best]
+        out.append(top[gain[best] > 0] if (gain[best] > 0).any() else top[:1])
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

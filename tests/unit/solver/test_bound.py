@@ -24,8 +24,9 @@ from broker.solver import PlacementProblem
 from broker.solver.bound import lagrangian_bound, lagrangian_bound_detail
 from broker.solver.master import Master
 from broker.solver.model import ModelInput, make_layout
-from broker.solver.pricing import Universe, column_reduced_costs, make_universe
+from broker.solver.pricing import ColumnCosts, column_reduced_costs
 from broker.solver.search import ClassPlacement
+from broker.solver.universe import Universe, make_universe
 
 from .synthetic import GDPR, US_ONLY, problem
 
@@ -78,7 +79,7 @@ def _optimum(mi: ModelInput) -> tuple[float, float]:
     """(LP, MIP optimum) of the full model: every candidate column of the catalog."""
     lay = make_layout(mi)
     uni = make_universe(mi, lay)
-    m = Master(mi, lay, uni.cols)
+    m = Master(mi, lay, uni)
     m.add_columns(np.arange(uni.size))
     lp = m.solve_lp()
     assert lp is not None
@@ -103,7 +104,7 @@ def _rounds(
     real = column_reduced_costs
     rng = np.random.default_rng(0)
 
-    def spy(mi_: ModelInput, uni: Universe, m: Master, row_dual: np.ndarray) -> np.ndarray:
+    def spy(mi_: ModelInput, uni: Universe, m: Master, row_dual: np.ndarray) -> ColumnCosts:
         z = float(m.h.getInfo().objective_function_value)
         others = []
         col_dual = np.asarray(m.h.getSolution().col_dual)
