@@ -19,7 +19,7 @@ import math
 import highspy
 import numpy as np
 
-from broker.pooltable import FloatArray, IntArray
+from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values
 from broker.solver.universe import Universe
 
@@ -204,6 +204,13 @@ class Master:
             both = np.stack([xcols[cut], self.pool_col[pool[cut]]], axis=1).ravel()
             coef = np.stack([np.ones(len(cut)), -fit[cut]], axis=1).ravel()
             self._add_rows(np.full(len(cut), -INF), np.zeros(len(cut)), both, coef, 2)
+
+    def hold(self, free: BoolArray, x: Placement) -> None:
+        """Every replica column of a class not `free` keeps its value in x."""
+        cls, pool = self.x_keys()
+        held = np.flatnonzero(~free[cls])
+        val = np.array([float(x.get((int(cls[i]), int(pool[i])), 0)) for i in held])
+        self.h.changeColsBounds(len(held), self.x_col[held].astype(np.int32), val, val)
 
     def _integral(self, cols: IntArray) -> None:
         kinds = np.full(len(cols), int(highspy.HighsVarType.kInteger.value), dtype=np.uint8)

@@ -1,0 +1,59 @@
+"""Large-neighbourhood search: neighbourhoods, held classes, offered columns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from broker.solver.lns import columns_on_pools, pick_classes
+from broker.solver.master import Master
+from broker.solver.model import make_layout
+from broker.solver.search import _columns_of, class_nodes, objective
+from broker.solver.universe import make_universe
+
+from .test_bound import _case
+
+
+def test_a_neighbourhood_frees_every_class_at_the_sites_it_draws() -> None:
+    mi, starts, _lp, _opt = _case(0)
+    x = starts[0]
+    nodes = class_nodes(mi, x)
+    free = pick_classes(mi, x, nodes, np.random.default_rng(1), target=3)
+    at_site: dict[int, set[int]] = {}
+    for c, p in x:
+        at_site.setdefault(int(mi.site_idx[p]), set()).add(c)
+    # whole sites: the free classes are exactly those at the sites whose classes are all free
+    drawn = [s for s, cs in at_site.items() if all(free[c] for c in cs)]
+    assert set(np.flatnonzero(free).tolist()) == set().union(*(at_site[s] for s in drawn))
+    sites_of = {c for cs in at_site.values() for c in cs}
+    assert free.sum() >= min(3, len(sites_of))
+
+
+def test_offered_columns_are_candidates_of_free_classes_on_those_pools() -> None:
+    mi, starts, _lp, _opt = _case(2)
+    uni = make_universe(mi, make_layout(mi))
+    free = np.zeros(len(mi.classes), dtype=bool)
+    free[[0, 3]] = True
+    pools = np.array(sorted(class_nodes(mi, starts[0])), dtype=np.int64)
+    cols = columns_on_pools(uni.cols, free, pools)
+    got = set(zip(uni.cols.cls(cols).tolist(), uni.cols.pool[cols].tolist(), strict=True))
+    want = {(c, int(p)) for c in (0, 3) for p in pools if p in set(mi.classes[c].cand.tolist())}
+    assert got == want
+
+
+def test_held_classes_keep_their_replicas_and_the_rest_never_costs_more() -> None:
+    mi, starts, _lp, _opt = _case(6)
+    lay = make_layout(mi)
+    uni = make_universe(mi, lay)
+    x = starts[0]
+    free = np.zeros(len(mi.classes), dtype=bool)
+    free[: max(1, len(mi.classes) // 3)] = True
+    m = Master(mi, lay, uni)
+    offer = columns_on_pools(uni.cols, free, np.arange(mi.n_pools))  # every pool for the free ones
+    m.add_columns(np.concatenate([offer, _columns_of(x, uni.cols)]))
+    m.hold(free, x)
+    res = m.solve_mip(time_limit_s=20, seed=0, hint=m.hint(x, class_nodes(mi, x)), rel_gap=1e-9)
+    assert res.status == "optimal"
+    y = m.placement(res.x)
+    held = {k: r for k, r in x.items() if not free[k[0]]}
+    assert {k: r for k, r in y.items() if not free[k[0]]} == held
+    assert objective(mi, lay, y) <= objective(mi, lay, x) + 1e-9
