@@ -24,11 +24,11 @@ import numpy as np
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.bound import lagrangian_bound
-from broker.solver.classes import SPOT, WorkloadClass
 from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
 from broker.solver.pricing import ColumnCosts, column_reduced_costs, pool_reduced_costs
+from broker.solver.share_bound import simple_bound
 from broker.solver.universe import Universe, make_universe
 
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
@@ -259,7 +259,7 @@ def search(
         m.add_columns(np.concatenate(add))
 
     # the LP-free bound, before the MIPs take what time is left (1.5 s at 3,000 workloads)
-    fallback = -math.inf if converged else simple_bound(mi)
+    fallback = -math.inf if converged else simple_bound(mi, time_budget_s=0.05 * time_limit_s)
     candidates: list[ClassPlacement] = []
     if lp_x is not None and _feasible(mi, lp_x, class_nodes(mi, lp_x)):
         candidates.append(lp_x)
@@ -389,62 +389,6 @@ def search(
         pools_considered=len(m.pools),
         lp_rounds=rounds,
     )
-
-
-def simple_bound(mi: ModelInput, evaluations: int = 8) -> float:
-    """A bound that needs no LP, for when column generation cannot finish in time.
-
-    Split each node's cost over its cpu and memory: adding pool p's capacity rows weighted
-    lam * cost_p / vcpus_p and (1 - lam) * cost_p / mem_p (any 0 <= lam <= 1) gives
-    sum_c x_cp * cost_p * share_cp <= cost_p n_p with share_cp = lam d_cpu / vcpus_p +
-    (1 - lam) d_mem / mem_p, so every replica costs at least its cheapest share (plus its site
-    cost); per class, a spot cap keeps all but `spot_cap` replicas on non-spot pools and spread
-    keeps (min_sites - 1) * K of them off the cheapest site. Each class's term is a minimum of
-    functions linear in lam, so the total is concave in lam: a golden-section search finds the
-    best split (3,000 workloads: 1,259 $/h, where cpu alone gave 1,227 and half-half 1,209)."""
-    spot_pool = mi.cap_idx == SPOT
-
-    def total(lam: float) -> float:
-        out = 0.0
-        for c in mi.classes:
-            cand = c.cand
-            share = lam * c.demand[0] / mi.vcpus[cand] + (1.0 - lam) * c.demand[1] / mi.mem[cand]
-            each = mi.node_cost[cand] * share + c.rep_cost
-            out += _class_floor(c, each, spot_pool[cand], mi.site_idx[cand])
-        return out
-
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-    lo, hi = 0.0, 1.0
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = total(a), total(b)
-    best = max(fa, fb)
-    for _ in range(max(0, evaluations - 2)):
-        if fa < fb:  # the maximum lies right of a
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = total(b)
-        else:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = total(a)
-        best = max(best, fa, fb)
-    return best
-
-
-def _class_floor(c: WorkloadClass, each: FloatArray, spot: BoolArray, site: IntArray) -> float:
-    """What a class's replicas cost at least when each costs `each` on its candidates."""
-    low = float(each.min())
-    floor = c.replicas * low
-    if c.min_sites > 1:
-        # sum_s min(x_s, K) >= m K: at least (m - 1) K replicas run off any one site
-        first = int(site[int(np.argmin(each))])
-        others = each[site != first]
-        off = min((c.min_sites - 1) * c.size, c.replicas)
-        if len(others):
-            floor = max(floor, (c.replicas - off) * low + off * float(others.min()))
-    if c.spot_cap is not None and c.spot_cap < c.replicas and spot.any() and (~spot).any():
-        floor = max(floor, c.spot_cap * low + (c.replicas - c.spot_cap) * float(each[~spot].min()))
-    return floor
 
 
 def _earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 10) -> IntArray:
