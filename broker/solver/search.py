@@ -29,6 +29,7 @@ from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
 from broker.solver.pricing import ColumnCosts, column_reduced_costs, pool_reduced_costs
 from broker.solver.share_bound import simple_bound
+from broker.solver.problem import GIB_IN_GB
 from broker.solver.universe import Universe, make_universe
 
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
@@ -124,16 +125,39 @@ def _feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
     return True
 
 
-def objective(mi: ModelInput, lay: Layout, x: ClassPlacement) -> float:
+def objective(mi: ModelInput, lay: Layout, x: ClassPlacement, *, routed: bool = True) -> float:
+    """What x costs: nodes, site costs, moves and egress, the egress as solve() reports it
+    (`routed_egress`) or, with routed=False, as the model prices it (never more). Incumbents
+    are compared by the first: at 300 workloads the two differed by up to 0.43 $/h."""
     nodes = class_nodes(mi, x)
     value = sum(n * float(mi.node_cost[p]) for p, n in nodes.items())
     for (c, p), r in x.items():
         cl = mi.classes[c]
         value += r * float(cl.rep_cost[int(np.searchsorted(cl.cand, p))])
-    value += egress_values(mi, lay, x).cost(lay)
+    value += routed_egress(mi, x) if routed else egress_values(mi, lay, x).cost(lay)
     if mi.current_total:
         value += mi.move_cost * (mi.current_total - kept(mi, x))
     return value
+
+
+def routed_egress(mi: ModelInput, x: ClassPlacement) -> float:
+    """Dependency traffic of k that v's replicas at the same site cannot absorb leaves for the
+    cheapest site where v runs (costs.egress_cost; classes with dependencies are single workloads)."""
+    frac: dict[int, dict[int, float]] = {}
+    for (c, p), r in x.items():
+        at = frac.setdefault(c, {})
+        s = int(mi.site_idx[p])
+        at[s] = at.get(s, 0.0) + r / mi.classes[c].replicas
+    total = 0.0
+    for k, cl in enumerate(mi.classes):
+        for v, gib in cl.deps:
+            peer = frac.get(v, {})
+            for s, f in frac.get(k, {}).items():
+                leaving = f - peer.get(s, 0.0)
+                others = [t for t in peer if t != s]
+                if leaving > 1e-12 and others:
+                    total += mi.cost_weight * gib * GIB_IN_GB * leaving * float(mi.egress[s, others].min())
+    return total
 
 
 def kept(mi: ModelInput, x: ClassPlacement) -> float:

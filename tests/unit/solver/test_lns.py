@@ -7,7 +7,7 @@ import numpy as np
 from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import make_layout
-from broker.solver.search import _columns_of, class_nodes, objective
+from broker.solver.search import _columns_of, class_nodes, objective, routed_egress
 from broker.solver.universe import make_universe
 
 from .test_bound import _case
@@ -56,4 +56,23 @@ def test_held_classes_keep_their_replicas_and_the_rest_never_costs_more() -> Non
     y = m.placement(res.x)
     held = {k: r for k, r in x.items() if not free[k[0]]}
     assert {k: r for k, r in y.items() if not free[k[0]]} == held
-    assert objective(mi, lay, y) <= objective(mi, lay, x) + 1e-9
+    assert objective(mi, lay, y, routed=False) <= objective(mi, lay, x, routed=False) + 1e-9
+
+
+def test_incumbents_are_compared_by_the_egress_solve_reports() -> None:
+    """The sender's traffic leaves for the cheapest site where its peer actually runs."""
+    mi, _starts, _lp, _opt = _case(0)
+    k = next(i for i, c in enumerate(mi.classes) if c.deps)
+    v, gib = mi.classes[k].deps[0]
+    kc, vc = mi.classes[k], mi.classes[v]
+    site_k = int(mi.site_idx[kc.cand[0]])
+    peer_pools = [int(p) for p in vc.cand if int(mi.site_idx[p]) != site_k]
+    by_site = {int(mi.site_idx[p]): p for p in peer_pools}
+    assert len(by_site) >= 2
+    (s1, p1), (s2, p2) = list(by_site.items())[:2]
+    x = {(k, int(kc.cand[0])): kc.replicas, (v, p1): vc.replicas - 1, (v, p2): 1}
+    want = mi.cost_weight * gib * 1.073741824 * float(min(mi.egress[site_k, s1], mi.egress[site_k, s2]))
+    lay = make_layout(mi)
+    assert abs(routed_egress(mi, x) - want) < 1e-9
+    routed, model = objective(mi, lay, x), objective(mi, lay, x, routed=False)
+    assert model <= routed + 1e-9
