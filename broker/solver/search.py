@@ -41,6 +41,9 @@ NEIGHBOURHOOD_MAX_COLS = 5_000_000
 # large-neighbourhood search: its share of the time left after the first MIPs, how many classes
 # each neighbourhood frees, and each MIP's time
 LNS_SHARE = 0.6
+# above this many columns the final MIP does not finish its root in the time left (300 workloads:
+# 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): LNS takes nearly all of it
+FINAL_MIP_MAX_COLS = 20_000
 LNS_MIN_FREE, LNS_START_FREE = 5, 30
 LNS_MIP_S = 1.5
 
@@ -334,7 +337,7 @@ def search(
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
         # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. At 3,000 each
         # neighbourhood MIP carries the whole fixed structure (~90k columns) and ran 2-6 s over 1.5
-        end = time.perf_counter() + LNS_SHARE * left()
+        end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.9) * left()
         rng = np.random.default_rng(seed)
         # neighbourhoods grow while their MIPs finish fast and shrink when they run out of time
         target = float(max(LNS_MIN_FREE, min(LNS_START_FREE, len(mi.classes) // 10)))
@@ -348,7 +351,10 @@ def search(
                 lp_support[free[lp_cls]],
                 _best_per_class(uni.cols, rc_x, free[priced_cls], 5),
             ]
+            before = ub
             solved = improve(np.concatenate(offer), min(LNS_MIP_S, end - now), free)
+            if solved and free.all() and ub >= before:
+                break  # every class was free and nothing better exists among what was offered
             fast = time.perf_counter() - now < LNS_MIP_S / 4
             target = min(target * 1.5, len(mi.classes)) if solved and fast else max(LNS_MIN_FREE, target / 1.5)
 
