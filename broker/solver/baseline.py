@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from broker.pooltable import FloatArray, IntArray
 from broker.solver.classes import SPOT, WorkloadData, spot_cap
@@ -47,16 +48,54 @@ class PoolArrays:
     cap_idx: IntArray
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What a workload's size makes of its candidate pools, shared by workloads of one shape and
+    candidate set: replicas per node, node cost per replica, and the candidates grouped by site."""
+
+    per_node: FloatArray
+    node_share: FloatArray  # node cost / replicas per node
+    by_site: IntArray  # positions into cand, grouped by site, ascending within a site
+    bounds: IntArray  # site group g is by_site[bounds[g] : bounds[g + 1]]
+
+
+def _shape(wd: WorkloadData, arr: PoolArrays) -> _Shape:
+    per_node = _per_node(wd, arr.vcpus, arr.mem, arr.gpus)
+    by_site = np.argsort(arr.site_idx[wd.cand], kind="stable")
+    site_of = arr.site_idx[wd.cand[by_site]]
+    return _Shape(per_node, arr.node_cost[wd.cand] / per_node, by_site, group_bounds(site_of))
+
+
+def group_bounds(keys: npt.NDArray[np.integer]) -> IntArray:
+    """Where each run of equal sorted keys starts, and the end: run g is [bounds[g], bounds[g + 1])."""
+    if len(keys) == 0:
+        return np.zeros(1, dtype=np.int64)
+    return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1], [True]]))
+
+
+def _site_order(cost: FloatArray, shape: _Shape) -> IntArray:
+    """Site groups in the order a stable sort of `cost` first reaches them: by each site's cheapest
+    candidate, ties to the lower position, sites whose costs are all NaN last (as sort puts NaN)."""
+    grouped = cost[shape.by_site]
+    starts = shape.bounds[:-1]
+    cheapest = np.fmin.reduceat(grouped, starts)
+    at_cheapest = np.repeat(cheapest, np.diff(shape.bounds))
+    hit = (grouped == at_cheapest) | np.isnan(at_cheapest)
+    first = np.minimum.reduceat(np.where(hit, shape.by_site, len(grouped)), starts)
+    return np.lexsort((first, cheapest))
+
+
 def greedy_cheapest_fit(
     workloads: Sequence[WorkloadData],
     arr: PoolArrays,
 ) -> Placement | None:
     """Returns (workload index, pool index) -> replicas, or None when greedy fails."""
-    node_cost, vcpus, mem, gpus = arr.node_cost, arr.vcpus, arr.mem, arr.gpus
     max_nodes, site_idx, cap_idx = arr.max_nodes, arr.site_idx, arr.cap_idx
     used_nodes: dict[int, int] = {}
     out: Placement = {}
     memo: dict[tuple[object, ...], list[tuple[int, int]]] = {}
+    shapes: dict[tuple[object, ...], _Shape] = {}
+    costs: dict[tuple[object, ...], tuple[FloatArray, list[int]]] = {}
     for k, wd in enumerate(workloads):
         w = wd.w
         key = (wd.signature, w.cpu, w.memory_gib, w.gpus, w.storage_gib, w.storage_tier, w.min_sites,
@@ -68,12 +107,20 @@ def greedy_cheapest_fit(
         cand = wd.cand
         if len(cand) == 0:
             return None
-        per_node = _per_node(wd, vcpus, mem, gpus)
-        cost_per_replica = node_cost[cand] / per_node + wd.rep_cost
-        order = np.argsort(cost_per_replica, kind="stable")
-        _, first = np.unique(site_idx[cand[order]], return_index=True)
-        sites = [int(s) for s in site_idx[cand[order[np.sort(first)]]]]
-        if len(sites) < w.min_sites:
+        shape_key = (wd.signature, w.cpu, w.memory_gib, w.gpus)
+        if shape_key not in shapes:
+            shapes[shape_key] = _shape(wd, arr)
+        shape = shapes[shape_key]
+        per_node = shape.per_node
+        # rep_cost follows from the signature and storage, as for `memo`
+        cost_key = (*shape_key, w.storage_gib, w.storage_tier)
+        if cost_key not in costs:
+            cost = shape.node_share + wd.rep_cost
+            # sites cheapest first, and within a site its pools cheapest first (ties by position):
+            # the order a stable argsort of all candidates gives, sorting only the sites visited
+            costs[cost_key] = (cost, _site_order(cost, shape).tolist())
+        cost_per_replica, groups = costs[cost_key]
+        if len(groups) < w.min_sites:
             return None
         cap = spot_cap(w)
         spot_left = cap if cap is not None else w.replicas
@@ -82,9 +129,10 @@ def greedy_cheapest_fit(
         carry = 0
         mine: dict[int, int] = {}
         touched_bounded = False
-        for pos, site in enumerate(sites):
+        for pos, g in enumerate(groups):
             need = (quota[pos] if pos < n_spread else 0) + carry
-            at = order[site_idx[cand[order]] == site]
+            at = shape.by_site[shape.bounds[g] : shape.bounds[g + 1]]
+            at = at[np.argsort(cost_per_replica[at], kind="stable")]
             for i in at:
                 if need <= 0:
                     break
@@ -124,37 +172,41 @@ def kubernetes_filter_score(
     max_nodes, site_idx, cap_idx = arr.max_nodes, arr.site_idx, arr.cap_idx
     total = sum(wd.w.replicas for wd in workloads)
     node_pool = np.zeros(total, dtype=np.int64)
-    free = np.zeros((total, 3))
+    free = np.zeros((3, total))  # cpu, memory, gpus left on each open node
     n_open = 0
     nodes: dict[int, int] = {}
     out: Placement = {}
     cand_mask = np.zeros(len(node_cost), dtype=bool)
+    # the autoscaler's node groups, cheapest first: one stable sort of all pools, filtered per
+    # candidate set (cand is ascending, so ties keep the order a sort of node_cost[cand] gives)
+    by_price = np.argsort(node_cost, kind="stable")
+    price_orders: dict[tuple[object, ...], IntArray] = {}
     for k, wd in enumerate(workloads):
         w = wd.w
         d = np.array([w.cpu, w.memory_gib, w.gpus]) - 1e-9
+        used = d + 1e-9
         cand_mask[:] = False
         cand_mask[wd.cand] = True
-        # the autoscaler's node groups for this workload: per site, the cheapest node that fits
-        price_order = wd.cand[np.argsort(node_cost[wd.cand], kind="stable")]
+        if wd.signature not in price_orders:
+            price_orders[wd.signature] = by_price[cand_mask[by_price]]
+        price_order = price_orders[wd.signature]
+        view = _OpenNodes(np.flatnonzero(cand_mask[node_pool[:n_open]]), w.replicas, free, d, node_pool, arr)
         cap = spot_cap(w)
         spot_used = 0
         per_site: dict[int, int] = {}
         for _ in range(w.replicas):
             short = len(per_site) < w.min_sites
-            ok = cand_mask[node_pool[:n_open]] & (free[:n_open] >= d).all(axis=1)
+            ok = view.fits[: view.n]
             if cap is not None and spot_used >= cap:
-                ok &= cap_idx[node_pool[:n_open]] != SPOT
+                ok = ok & ~view.spot[: view.n]
             if short and per_site:
-                ok &= ~np.isin(site_idx[node_pool[:n_open]], list(per_site))
-            best = -1
-            if ok.any():
-                idx = np.flatnonzero(ok)
-                p_idx = node_pool[idx]
-                least_alloc = (free[idx, 0] / vcpus[p_idx] + free[idx, 1] / mem[p_idx]) / 2
-                best = int(idx[int(np.argmax(least_alloc))])
+                ok = ok & ~np.isin(view.site[: view.n], list(per_site))
+            hits = np.flatnonzero(ok)
+            if len(hits):
+                j = int(hits[int(np.argmax(view.score[hits]))])
             else:
-                for g in price_order:
-                    g = int(g)
+                j = -1
+                for g in map(int, price_order):  # the first few fit: no list of all
                     if short and int(site_idx[g]) in per_site:
                         continue
                     if cap is not None and cap_idx[g] == SPOT and spot_used >= cap:
@@ -163,14 +215,16 @@ def kubernetes_filter_score(
                         continue
                     nodes[g] = nodes.get(g, 0) + 1
                     node_pool[n_open] = g
-                    free[n_open] = (vcpus[g], mem[g], gpus[g])
-                    best = n_open
+                    free[:, n_open] = (vcpus[g], mem[g], gpus[g])
+                    j = view.add(n_open)
                     n_open += 1
                     break
-                if best < 0:
+                if j < 0:
                     return None
+            best = int(view.node[j])
             p = int(node_pool[best])
-            free[best] -= d + 1e-9
+            free[:, best] -= used
+            view.refresh(j)
             s = int(site_idx[p])
             per_site[s] = per_site.get(s, 0) + 1
             if cap_idx[p] == SPOT:
@@ -179,6 +233,48 @@ def kubernetes_filter_score(
         if len(per_site) < w.min_sites:
             return None
     return out, nodes
+
+
+class _OpenNodes:
+    """One workload's view of the open nodes it may use (its candidate pools), in node order:
+    whether a replica fits, the LeastAllocated score, site and spot flag. Placing a replica
+    changes one node, so each entry is kept up to date instead of recomputed over all nodes."""
+
+    def __init__(
+        self, nodes: IntArray, replicas: int, free: FloatArray, d: FloatArray, node_pool: IntArray, arr: PoolArrays
+    ) -> None:
+        self.n = len(nodes)
+        size = self.n + replicas  # each replica opens at most one node
+        self.free, self.d, self.node_pool, self.arr = free, d, node_pool, arr
+        self.node = np.zeros(size, dtype=np.int64)
+        self.fits = np.zeros(size, dtype=bool)
+        self.score = np.zeros(size)
+        self.site = np.zeros(size, dtype=np.int64)
+        self.spot = np.zeros(size, dtype=bool)
+        pools = node_pool[nodes]
+        f = free[:, nodes]
+        self.node[: self.n] = nodes
+        self.fits[: self.n] = (f[0] >= d[0]) & (f[1] >= d[1]) & (f[2] >= d[2])
+        self.score[: self.n] = (f[0] / arr.vcpus[pools] + f[1] / arr.mem[pools]) / 2
+        self.site[: self.n] = arr.site_idx[pools]
+        self.spot[: self.n] = arr.cap_idx[pools] == SPOT
+
+    def add(self, node: int) -> int:
+        """A node just opened for this workload; its fit and score come with `refresh`."""
+        j = self.n
+        p = self.node_pool[node]
+        self.node[j] = node
+        self.site[j] = self.arr.site_idx[p]
+        self.spot[j] = self.arr.cap_idx[p] == SPOT
+        self.n += 1
+        return j
+
+    def refresh(self, j: int) -> None:
+        node = self.node[j]
+        p = self.node_pool[node]
+        cpu, mem, gpus = self.free[0, node], self.free[1, node], self.free[2, node]
+        self.fits[j] = cpu >= self.d[0] and mem >= self.d[1] and gpus >= self.d[2]
+        self.score[j] = (cpu / self.arr.vcpus[p] + mem / self.arr.mem[p]) / 2
 
 
 def unshared_nodes(

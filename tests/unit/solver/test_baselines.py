@@ -1,15 +1,22 @@
-"""Both baselines give valid placements; the broker never pays more than either."""
+"""Both baselines give valid placements the broker never pays more than; and which placement each
+policy makes, pinned on small catalogs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from broker.domain import CapacityType, Workload
+from broker.domain import CapacityType, ResidencyPolicy, Workload
+from broker.pooltable import PoolTable
 from broker.solver import solve
+from broker.solver.baseline import PoolArrays, _shape, _site_order, greedy_cheapest_fit, kubernetes_filter_score
 from broker.solver.baselines import baseline_costs
+from broker.solver.classes import WorkloadData
+from broker.solver.prepare import prepare
 
 from .checks import assert_valid
 from .synthetic import GDPR, US_ONLY, problem
+from .tied import tied_table
 
 CASES = {
     "mixed": [
@@ -33,3 +40,122 @@ def test_broker_beats_or_matches_both_baselines(name: str) -> None:
         assert cost is not None, policy
         assert res.cost_per_hour <= cost + 1e-6, (policy, cost, res.cost_per_hour)
     assert res.baseline.cost_per_hour == pytest.approx(costs["cheapest_fit"], abs=1e-5)
+
+
+GERMANY = ResidencyPolicy("de", allowed_countries=frozenset({"DE"}))
+ON_SPOT = (CapacityType.ONDEMAND, CapacityType.SPOT)
+
+
+def _run(
+    ws: list[Workload], policy: str, tbl: PoolTable | None = None
+) -> tuple[dict[tuple[str, str], int], dict[str, int]] | None:
+    """A baseline's placement as (workload, pool id) -> replicas, and its open nodes per pool id."""
+    p = problem(ws, tbl=tbl)
+    t = p.table
+    prep = prepare(p)
+    arrays = PoolArrays(prep.node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
+    if policy == "greedy":
+        placed, nodes = greedy_cheapest_fit(prep.workloads, arrays), {}
+    else:
+        k8s = kubernetes_filter_score(prep.workloads, arrays)
+        placed, nodes = k8s if k8s is not None else (None, {})
+    if placed is None:
+        return None
+    names = [w.name for w in ws]
+    return {(names[k], t.pools[q].id): r for (k, q), r in placed.items()}, {t.pools[q].id: n for q, n in nodes.items()}
+
+
+GREEDY = {
+    # per replica: an owned 48-vCPU node 0.9 / 48, then us-east-1's small 0.072 / 2, azure's 0.076 / 2
+    "cheapest-pool-then-spread": (
+        [Workload("a", 4, 1, 2), Workload("b", 5, 1, 2, min_sites=2)],
+        {
+            ("a", "private:fra-dc1/r740/reserved"): 4,
+            ("b", "private:fra-dc1/r740/reserved"): 3,
+            ("b", "aws:us-east-1/small/ondemand"): 2,
+        },
+    ),
+    # us-east-1 per replica: small spot 0.0126, large spot 0.0138, medium spot 0.0150, small 0.036
+    "spot-capped": (
+        [Workload("c", 4, 1, 2, capacity_types=ON_SPOT, max_spot_fraction=0.5)],
+        {("c", "aws:us-east-1/small/spot"): 2, ("c", "aws:us-east-1/small/ondemand"): 2},
+    ),
+    # 3 owned nodes hold 144 replicas: the first workload fills them, the same one after it finds none
+    "owned-nodes-run-out": (
+        [Workload("d1", 200, 1, 2), Workload("d2", 200, 1, 2)],
+        {
+            ("d1", "private:fra-dc1/r740/reserved"): 144,
+            ("d1", "aws:us-east-1/small/ondemand"): 56,
+            ("d2", "aws:us-east-1/small/ondemand"): 200,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GREEDY))
+def test_greedy_places_each_workload_on_its_cheapest_pools_per_replica(name: str) -> None:
+    ws, expected = GREEDY[name]
+    placed = _run(ws, "greedy")
+    assert placed is not None
+    assert placed[0] == expected
+
+
+def test_greedy_breaks_ties_within_a_site_by_table_order() -> None:
+    # one node each, two replicas per node: the first pool in the table takes two
+    tbl = tied_table([(0, "b", CapacityType.RESERVED, 0.1, 1), (0, "a", CapacityType.ONDEMAND, 0.1, 1)])
+    placed = _run([Workload("w", 3, 1, 2)], "greedy", tbl)
+    assert placed is not None
+    assert placed[0] == {("w", "aws:eu-central-1/b/reserved"): 2, ("w", "aws:eu-central-1/a/ondemand"): 1}
+
+
+def test_kubernetes_fills_open_nodes_then_opens_the_cheapest_node_group() -> None:
+    # a's third replica needs a second small node, b fits on its free half
+    placed = _run([Workload("a", 3, 1, 1), Workload("b", 1, 1, 1)], "kubernetes")
+    assert placed == ({("a", "aws:us-east-1/small/ondemand"): 3, ("b", "aws:us-east-1/small/ondemand"): 1},
+                      {"aws:us-east-1/small/ondemand": 2})  # fmt: skip
+
+
+def test_kubernetes_spreads_then_breaks_score_ties_by_the_first_open_node() -> None:
+    # the second replica must open another site; the third finds two equally empty nodes
+    placed = _run([Workload("b", 3, 1, 1, min_sites=2)], "kubernetes")
+    assert placed is not None
+    assert placed[0] == {("b", "aws:us-east-1/small/ondemand"): 2, ("b", "azure:eastus/small/ondemand"): 1}
+    # with smaller replicas the fourth goes to the emptier node, which is the second one
+    placed = _run([Workload("b", 4, 0.5, 1, min_sites=2)], "kubernetes")
+    assert placed is not None
+    assert placed[0] == {("b", "aws:us-east-1/small/ondemand"): 2, ("b", "azure:eastus/small/ondemand"): 2}
+
+
+def test_kubernetes_scores_least_allocated_and_caps_spot() -> None:
+    # one spot replica at most: the second opens the cheapest on-demand node group
+    placed = _run([Workload("c", 2, 1, 1, capacity_types=ON_SPOT, max_spot_fraction=0.5)], "kubernetes")
+    assert placed is not None
+    assert placed[0] == {("c", "aws:us-east-1/small/spot"): 1, ("c", "aws:us-east-1/small/ondemand"): 1}
+    # LeastAllocated: an azure small node 3/8 used beats a large node half used
+    ws = [Workload("s", 1, 1, 1, providers=("azure",)), Workload("big", 1, 8, 32), Workload("y", 1, 1, 1)]
+    placed = _run(ws, "kubernetes")
+    assert placed is not None
+    assert placed[0][("big", "aws:us-east-1/large/ondemand")] == 1
+    assert placed[0][("y", "azure:eastus/small/ondemand")] == 1
+
+
+@pytest.mark.parametrize("policy", ["greedy", "kubernetes"])
+def test_baselines_give_up_when_owned_capacity_runs_out(policy: str) -> None:
+    # in Germany only the 3 owned nodes take 40 vCPUs, one replica each
+    assert _run([Workload("big", 4, 40, 100, residency=GERMANY)], policy) is None
+    assert _run([Workload("big", 3, 40, 100, residency=GERMANY)], policy) is not None
+
+
+def test_site_order_is_the_order_a_stable_sort_reaches_the_sites() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n_pools, n_sites = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        site_idx = rng.integers(0, n_sites, n_pools)
+        cand = np.sort(rng.choice(n_pools, int(rng.integers(1, n_pools + 1)), replace=False))
+        cost = rng.choice([0.1, 0.2, 0.3, np.inf, np.nan], len(cand))  # ties, and NaN sorted last
+        ones = np.ones(n_pools)
+        arrays = PoolArrays(ones, ones, ones, ones, ones, site_idx, np.zeros(n_pools, dtype=np.int64))
+        shape = _shape(WorkloadData(Workload("w", 1, 1, 1), cand, np.zeros(len(cand)), ()), arrays)
+        got = [int(site_idx[cand[shape.by_site[shape.bounds[g]]]]) for g in _site_order(cost, shape)]
+        reached = site_idx[cand[np.argsort(cost, kind="stable")]]
+        assert got == list(dict.fromkeys(reached.tolist()))
