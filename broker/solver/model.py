@@ -25,6 +25,7 @@ took many seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -72,6 +73,30 @@ class ModelInput:
     @property
     def n_pools(self) -> int:
         return len(self.price)
+
+    def restricted(self, cls: IntArray, pool: IntArray) -> ModelInput:
+        """The same request with each class's candidates cut to the pairs (cls[i], pool[i]): a
+        sub-MIP's model, whose spread and egress structure covers only the sites it offers
+        (at 20,000 workloads the full layout alone has 350k spread and 101k egress columns)."""
+        order = np.lexsort((pool, cls))
+        c, p = np.asarray(cls)[order], np.asarray(pool)[order]
+        bounds = np.searchsorted(c, np.arange(len(self.classes) + 1))
+        classes = []
+        for i, cl in enumerate(self.classes):
+            mine = np.unique(p[bounds[i] : bounds[i + 1]])
+            at = np.searchsorted(cl.cand, mine)
+            classes.append(dataclasses.replace(cl, cand=cl.cand[at], rep_cost=cl.rep_cost[at]))
+        offered = np.array(
+            [np.isin(q, classes[k].cand).item() for k, q in zip(self.keep_class, self.keep_pool, strict=True)],
+            dtype=bool,
+        )
+        return dataclasses.replace(
+            self,
+            classes=classes,
+            keep_class=self.keep_class[offered],
+            keep_pool=self.keep_pool[offered],
+            keep_cur=self.keep_cur[offered],
+        )
 
     @cached_property
     def class_demand(self) -> FloatArray:
