@@ -76,3 +76,21 @@ def test_incumbents_are_compared_by_the_egress_solve_reports() -> None:
     assert abs(routed_egress(mi, x) - want) < 1e-9
     routed, model = objective(mi, lay, x), objective(mi, lay, x, routed=False)
     assert model <= routed + 1e-9
+
+
+def test_a_sub_mip_model_keeps_only_the_offered_pairs() -> None:
+    mi, starts, _lp, _opt = _case(6)
+    lay = make_layout(mi)
+    uni = make_universe(mi, lay)
+    offer = _columns_of(starts[0], uni.cols)
+    sub = mi.restricted(uni.cols.cls(offer), uni.cols.pool[offer])
+    want = {c: sorted(p for cc, p in starts[0] if cc == c) for c in range(len(mi.classes))}
+    for c, cl in enumerate(sub.classes):
+        assert cl.cand.tolist() == want[c]
+        full = mi.classes[c]
+        assert cl.rep_cost.tolist() == full.rep_cost[np.searchsorted(full.cand, cl.cand)].tolist()
+    # a running replica whose pool is not offered loses its keep row; offered ones keep it
+    kept = {(int(c), int(p)) for c, p in zip(sub.keep_class, sub.keep_pool, strict=True)}
+    assert kept == {(int(c), int(p)) for c, p in zip(mi.keep_class, mi.keep_pool, strict=True) if (c, p) in starts[0]}
+    # and its spread/egress structure covers only the offered sites
+    assert make_layout(sub).n_z <= lay.n_z
