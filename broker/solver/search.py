@@ -42,7 +42,7 @@ NEIGHBOURHOOD_MAX_COLS = 5_000_000
 # each neighbourhood frees, and each MIP's time
 LNS_SHARE = 0.6
 # above this many columns the final MIP does not finish its root in the time left (300 workloads:
-# 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): LNS takes nearly all of it
+# 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): it is skipped, LNS takes the time
 FINAL_MIP_MAX_COLS = 20_000
 LNS_MIN_FREE, LNS_START_FREE = 5, 30
 LNS_MIP_S = 1.5
@@ -271,10 +271,11 @@ def search(
         # and only when it fits the request's time at all
         lag_s = BOUND_SECONDS_PER_COL * uni.size
         lag_ok = 1.5 * lag_s < 0.5 * time_limit_s
-        # stop when the next round, as long as this one (LPs grow), would end past half the time:
-        # an LP cut off by its limit is time lost (3,000 workloads: a fourth round ran 6-8 s for nothing)
+        # stop when the next round, three times as long as this one (LPs grow: 20,000 workloads,
+        # 8 s then 30 s), would end past half the time: an LP cut off by its limit is time lost,
+        # and a bigger LP support made the RENS MIP's cut separation run 46 s past its limit there
         round_s = time.perf_counter() - round_start
-        if left() < time_limit_s * 0.5 + (1.5 * lag_s if lag_ok else 0.0) + 1.2 * round_s:
+        if left() < time_limit_s * 0.5 + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s:
             if lag_ok:
                 lagrangian = lagrangian_bound(mi, uni, m, lp.row_dual)
             break
@@ -347,7 +348,7 @@ def search(
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
         # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. At 3,000 each
         # neighbourhood MIP carries the whole fixed structure (~90k columns) and ran 2-6 s over 1.5
-        end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.9) * left()
+        end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.85) * left()
         rng = np.random.default_rng(seed)
         # neighbourhoods grow while their MIPs finish fast and shrink when they run out of time
         target = float(max(LNS_MIN_FREE, min(LNS_START_FREE, len(mi.classes) // 10)))
@@ -371,9 +372,14 @@ def search(
     status = "feasible"
     bound = -math.inf
     excluded_min = math.inf
+    # above FINAL_MIP_MAX_COLS the final MIP never finished its root nor bettered the answer in
+    # any run, and its cut separation ignores both the time limit and the watchdog (3,000
+    # workloads: 150 s for a 12 s limit): the incumbent stands, and the bound is z_LP or the
+    # Lagrangian/share bound, which never needed it
+    final_mip = m.n_cols <= FINAL_MIP_MAX_COLS or incumbent is None
     if converged and incumbent is not None and ub - z_lp <= rel_gap * ub:
         bound = z_lp  # already within the target: the LP bound holds for the whole catalog
-    elif converged:
+    elif converged and final_mip:
         # every column and pool that could still pay off joins (reduced-cost inclusion);
         # a placement using anything left out costs at least z_LP + its reduced cost. Only the
         # gap target has to be proven: what could save less than (most of) it stays out
@@ -402,7 +408,7 @@ def search(
         rest_cols = ~m.in_model[rc_x.idx]
         if rest_cols.any():
             excluded_min = min(excluded_min, float(rc_x.val[rest_cols].min()))
-    if bound == -math.inf:
+    if bound == -math.inf and final_mip:
         # HiGHS overruns its limit by a few seconds on big models (presolve, the root LP): keep a margin
         res = m.solve_mip(time_limit_s=0.75 * left(), seed=seed, hint=hint(m), rel_gap=rel_gap)
         if res.status == "infeasible" and incumbent is None:
