@@ -41,11 +41,11 @@ NEIGHBOURHOOD_MAX_COLS = 5_000_000
 # large-neighbourhood search: its share of the time left after the first MIPs, how many classes
 # each neighbourhood frees, and each MIP's time
 LNS_SHARE = 0.6
+LNS_MIN_FREE, LNS_START_FREE = 5, 30
+LNS_MIP_S = 1.5
 # above this many columns the final MIP does not finish its root in the time left (300 workloads:
 # 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): it is skipped, LNS takes the time
 FINAL_MIP_MAX_COLS = 20_000
-LNS_MIN_FREE, LNS_START_FREE = 5, 30
-LNS_MIP_S = 1.5
 
 
 @dataclass
@@ -311,7 +311,7 @@ def search(
             sub.add_columns(cols)
         else:
             # a model of its own over just these columns: its spread and egress rows cover only
-            # the sites offered (the full layout made RENS at 20,000 workloads run 46 s for 23)
+            # the sites offered (RENS at 20,000 workloads: 46.7k columns instead of 520k)
             offer = np.concatenate([cols, _columns_of(incumbent, uni.cols)])
             sub_mi = mi.restricted(uni.cols.cls(offer), uni.cols.pool[offer])
             sub_lay = make_layout(sub_mi)
@@ -346,8 +346,9 @@ def search(
     if incumbent is not None and ub - z_lp > rel_gap * ub and uni.size <= NEIGHBOURHOOD_MAX_COLS:
         # large-neighbourhood search (lns.py): a few classes at a time re-placed around the open
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
-        # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. At 3,000 each
-        # neighbourhood MIP carries the whole fixed structure (~90k columns) and ran 2-6 s over 1.5
+        # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. Not above 5 M
+        # universe columns: at 3,000 its MIPs ran 2-6 s over 1.5, measured before sub-MIPs had
+        # models of their own (each then carried ~90k fixed columns); not re-measured since
         end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.85) * left()
         rng = np.random.default_rng(seed)
         # neighbourhoods grow while their MIPs finish fast and shrink when they run out of time
