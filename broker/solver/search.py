@@ -347,8 +347,8 @@ def search(
         # large-neighbourhood search (lns.py): a few classes at a time re-placed around the open
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
         # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. Not above 5 M
-        # universe columns: at 3,000 its MIPs ran 2-6 s over 1.5, measured before sub-MIPs had
-        # models of their own (each then carried ~90k fixed columns); not re-measured since
+        # universe columns: at 3,000 its MIPs (16-32k columns for 30 classes) did not finish in
+        # 1.5 s, one ran 10 s, and none found a better answer
         end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.85) * left()
         rng = np.random.default_rng(seed)
         # neighbourhoods grow while their MIPs finish fast and shrink when they run out of time
