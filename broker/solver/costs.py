@@ -66,17 +66,21 @@ def egress_cost(
     """Traffic of w that v's replicas at the same site cannot absorb leaves the site for the
     cheapest site where v runs (locality-aware routing, as service meshes send overflow to the
     nearest healthy peer). The model prices it no higher, so its bound stays valid."""
-    if not any(wd.w.depends_on for wd in workloads):
+    deps = [(k, name_index[d.workload], d.gib_per_hour) for k, wd in enumerate(workloads) for d in wd.w.depends_on]
+    if not deps:
         return 0.0
-    egress = problem.egress_matrix()
-    frac = site_fractions(problem, workloads, x)
+    return routed_egress(site_fractions(problem, workloads, x), deps, problem.egress_matrix())
+
+
+def routed_egress(
+    frac: Sequence[dict[int, float]], deps: Sequence[tuple[int, int, float]], egress: FloatArray
+) -> float:
+    """USD/h of the traffic (sender k, peer v, GiB/h) given each one's share of replicas per site."""
     total = 0.0
-    for k, wd in enumerate(workloads):
-        for dep in wd.w.depends_on:
-            kv = name_index[dep.workload]
-            for s, f in frac[k].items():
-                leaving = f - frac[kv].get(s, 0.0)
-                others = [t for t in frac[kv] if t != s]
-                if leaving > 1e-12 and others:
-                    total += dep.gib_per_hour * GIB_IN_GB * leaving * float(egress[s, others].min())
+    for k, v, gib in deps:
+        for s, f in frac[k].items():
+            leaving = f - frac[v].get(s, 0.0)
+            others = [t for t in frac[v] if t != s]
+            if leaving > 1e-12 and others:
+                total += gib * GIB_IN_GB * leaving * float(egress[s, others].min())
     return total

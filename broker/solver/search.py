@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.solver import costs
 from broker.solver.bound import lagrangian_bound
 from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
 from broker.solver.pricing import ColumnCosts, column_reduced_costs, pool_reduced_costs
-from broker.solver.problem import GIB_IN_GB
 from broker.solver.share_bound import simple_bound
 from broker.solver.universe import Universe, make_universe
 
@@ -144,23 +144,13 @@ def objective(mi: ModelInput, lay: Layout, x: ClassPlacement, *, routed: bool = 
 
 
 def routed_egress(mi: ModelInput, x: ClassPlacement) -> float:
-    """Dependency traffic of k that v's replicas at the same site cannot absorb leaves for the
-    cheapest site where v runs (costs.egress_cost; classes with dependencies are single workloads)."""
-    frac: dict[int, dict[int, float]] = {}
+    """costs.routed_egress of the classes (those with dependencies are single workloads)."""
+    frac: list[dict[int, float]] = [{} for _ in mi.classes]
     for (c, p), r in x.items():
-        at = frac.setdefault(c, {})
         s = int(mi.site_idx[p])
-        at[s] = at.get(s, 0.0) + r / mi.classes[c].replicas
-    total = 0.0
-    for k, cl in enumerate(mi.classes):
-        for v, gib in cl.deps:
-            peer = frac.get(v, {})
-            for s, f in frac.get(k, {}).items():
-                leaving = f - peer.get(s, 0.0)
-                others = [t for t in peer if t != s]
-                if leaving > 1e-12 and others:
-                    total += mi.cost_weight * gib * GIB_IN_GB * leaving * float(mi.egress[s, others].min())
-    return total
+        frac[c][s] = frac[c].get(s, 0.0) + r / mi.classes[c].replicas
+    deps = [(k, v, gib) for k, cl in enumerate(mi.classes) for v, gib in cl.deps]
+    return mi.cost_weight * costs.routed_egress(frac, deps, mi.egress)
 
 
 def kept(mi: ModelInput, x: ClassPlacement) -> float:
