@@ -33,8 +33,7 @@ class Master:
         self.h = highspy.Highs()  # type: ignore[no-untyped-call]
         self.h.setOptionValue("output_flag", False)
         self.h.setOptionValue("solver", "simplex")
-        self.demand = np.stack([c.demand for c in mi.classes]) if mi.classes else np.zeros((0, 3))
-        self.replicas = np.array([float(c.replicas) for c in mi.classes])
+        self.demand, self.replicas = mi.class_demand, mi.class_replicas
         self.pool_col = np.full(mi.n_pools, -1, dtype=np.int64)  # HiGHS column of n_p, -1 = absent
         self.cap_row = np.full((mi.n_pools, 3), -1, dtype=np.int64)  # capacity row per resource
         self.x_uni = np.zeros(0, dtype=np.int64)  # universe index of each replica column, in order
