@@ -465,9 +465,6 @@ def _column_sets(uni: Universe, pools: BoolArray | None) -> Iterator[IntArray | 
     segs = np.flatnonzero(pools)  # universe pool k is segment k
     if len(segs) == 0:
         return
-    ends = np.r_[uni.starts[1:], n]
-    begin, count = uni.starts[segs], ends[segs] - uni.starts[segs]
-    pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
-    cols = np.sort(uni.order[pos])
+    cols = np.sort(uni.columns_on(uni.seg_pool[segs]))
     for a in range(0, len(cols), CHUNK):
         yield cols[a : a + CHUNK]

@@ -21,7 +21,7 @@ import highspy
 import numpy as np
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
-from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values
+from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values, ranges
 from broker.solver.universe import Universe
 
 Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
@@ -176,7 +176,7 @@ class Master:
         f = u.g_fixed
         grp = u.group[sel]
         begin, count = f.indptr[grp], np.diff(f.indptr)[grp]
-        pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
+        pos = ranges(begin, count)
         rows, cols, vals = [f.indices[pos]], [np.repeat(np.arange(len(sel)), count)], [f.data[pos]]
         cls = u.cls(sel)
         d = self.demand[cls]

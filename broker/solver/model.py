@@ -475,6 +475,12 @@ def _positions(starts: IntArray, pool: Index, c: IntArray, p: IntArray) -> IntAr
     return np.where(hit, lo, -1)
 
 
+def ranges(begin: IntArray, count: IntArray) -> IntArray:
+    """begin[0] .. begin[0] + count[0] - 1, then begin[1] .., concatenated (no Python loop)."""
+    out: IntArray = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
+    return out
+
+
 def _join(keys: IntArray, query: IntArray) -> tuple[IntArray, IntArray]:
     """Every pair (i, j) with query[i] == keys[j] (keys may repeat), without a Python loop."""
     order = np.argsort(keys, kind="stable")
@@ -482,8 +488,7 @@ def _join(keys: IntArray, query: IntArray) -> tuple[IntArray, IntArray]:
     lo = np.searchsorted(sk, query, side="left")
     cnt = np.searchsorted(sk, query, side="right") - lo
     qi = np.repeat(np.arange(len(query)), cnt)
-    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    return qi, order[lo[qi] + offs]
+    return qi, order[ranges(lo, cnt)]
 
 
 @dataclass

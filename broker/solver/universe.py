@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.pooltable import IntArray
-from broker.solver.model import Index, Layout, ModelInput, XColumns, x_columns
+from broker.solver.model import Index, Layout, ModelInput, XColumns, ranges, x_columns
 
 CHUNK = 1 << 20  # columns per numpy pass over the whole universe: temporaries of a few MB
 
@@ -40,9 +40,7 @@ class Universe:
         segs = self.seg_of_pool[pools]
         segs = segs[segs >= 0]
         ends = np.r_[self.starts[1:], len(self.order)]
-        begin, count = self.starts[segs], ends[segs] - self.starts[segs]
-        pos = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(begin, count)
-        out: Index = self.order[pos]
+        out: Index = self.order[ranges(self.starts[segs], ends[segs] - self.starts[segs])]
         return out
 
     def segment_chunks(self) -> Iterator[tuple[slice, IntArray]]:
