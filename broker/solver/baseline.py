@@ -24,17 +24,15 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.pooltable import FloatArray, IntArray
-from broker.solver.classes import SPOT, WorkloadData, spot_cap
+from broker.solver.classes import SPOT, WorkloadData, per_node_exact, spot_cap
 
 Placement = dict[tuple[int, int], int]  # (workload index, pool index) -> replicas
 
 
 def _per_node(wd: WorkloadData, vcpus: FloatArray, mem: FloatArray, gpus: FloatArray) -> FloatArray:
     w, cand = wd.w, wd.cand
-    per_node = np.floor(np.minimum(vcpus[cand] / w.cpu, mem[cand] / w.memory_gib) + 1e-9)
-    if w.gpus > 0:
-        per_node = np.minimum(per_node, np.floor(gpus[cand] / w.gpus + 1e-9))
-    return np.maximum(per_node, 1.0)
+    exact = per_node_exact(w.cpu, w.memory_gib, w.gpus, vcpus[cand], mem[cand], gpus[cand])
+    return np.maximum(np.floor(exact + 1e-9), 1.0)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 from broker.domain import Assignment, Explanation, Workload
 from broker.pooltable import BoolArray, FloatArray, IntArray, PoolTable
 from broker.solver.baseline import Placement, group_bounds
-from broker.solver.classes import SPOT, WorkloadData
+from broker.solver.classes import SPOT, WorkloadData, per_node_exact
 from broker.solver.filters import NamedMask
 from broker.solver.problem import PlacementProblem
 from broker.solver.risk import interruption_risk_month, risk_adjusted
@@ -172,10 +172,8 @@ class _Sized:
         if masks and masks[0].reason == "size":
             usable = usable & masks[0].mask
         self.idx = np.flatnonzero(usable)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fit = np.floor(np.minimum(t.vcpus[self.idx] / w.cpu, t.memory_gib[self.idx] / w.memory_gib) + 1e-9)
-            if w.gpus > 0:
-                fit = np.minimum(fit, np.floor(t.gpus[self.idx] / w.gpus + 1e-9))
+        i = self.idx
+        fit = np.floor(per_node_exact(w.cpu, w.memory_gib, w.gpus, t.vcpus[i], t.memory_gib[i], t.gpus[i]) + 1e-9)
         self.fit, self.cost = fit, node_cost[self.idx]
         self.per_node = np.arange(1, most + 1, dtype=np.float64)  # fit of each group
         # the pools holding a replica in `by_cost` order (node cost, then index), stably by group
