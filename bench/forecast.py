@@ -1,7 +1,7 @@
 """Forecast benchmark on the shared real traces (Azure VM CPU, Bitbrains Rnd).
 
 Holds out the last day (288 x 5 min) of every series, trains one global model on the
-rest, and prints one comparable figure per line:
+rest, and prints one comparable figure per line (Azure in CPU %, Bitbrains in cores used):
 
     <trace> <metric> <value>
 
@@ -29,21 +29,28 @@ import pandas as pd
 
 from broker.forecast import baselines
 from broker.forecast.evaluate import Evaluation, evaluate, score
-from broker.forecast.features import FEATURES
+from broker.forecast.features import FEATURES, steps_per_day
 from broker.forecast.history import Panel, parse_long_frame, regularize
 from broker.forecast.model import ForecastModel, TrainParams, train
 
 REPO = Path(__file__).resolve().parents[1]
+# (file, time column, value columns): one column is used as is; (usage %, cores) becomes cores
+# used, the broker's unit (docs/forecast.md). Azure has no capacity column: its % is all there is.
 TRACES = {
-    "azure": ("traces/azure_v1_vm_cpu_5min.csv.gz", "t_offset_s", "cpu_avg_pct"),
-    "bitbrains": ("traces/bitbrains_rnd_2013-08_5min.csv.gz", "timestamp_unix_s", "cpu_usage_pct"),
+    "azure": ("traces/azure_v1_vm_cpu_5min.csv.gz", "t_offset_s", ("cpu_avg_pct",)),
+    "bitbrains": ("traces/bitbrains_rnd_2013-08_5min.csv.gz", "timestamp_unix_s", ("cpu_usage_pct", "cpu_cores")),
 }
 
 
-def load(data: Path, trace: str) -> Panel:
-    path, ts, value = TRACES[trace]
-    raw = pd.read_csv(data / path, usecols=["series_id", ts, value])
-    frame, numeric = parse_long_frame(raw.rename(columns={ts: "timestamp", value: "value"}))
+def load(data: Path, trace: str, *, percent: bool = False) -> Panel:
+    """A trace as a panel of CPU usage: cores used where the trace gives the VM's cores (pooled MAE
+    then weighs an 8-core VM 8x a 1-core VM at the same %, as a fleet's demand does), else %.
+    `percent` keeps the raw % (the figures before 2026-12-03)."""
+    path, ts, columns = TRACES[trace]
+    raw = pd.read_csv(data / path, usecols=["series_id", ts, *columns])
+    value = raw[columns[0]] if percent or len(columns) == 1 else raw[columns[0]] * raw[columns[1]] / 100.0
+    long = pd.DataFrame({"series_id": raw["series_id"], "timestamp": raw[ts], "value": value})
+    frame, numeric = parse_long_frame(long)
     return regularize(frame, step_s=300, numeric_time=numeric)
 
 
@@ -86,9 +93,12 @@ def rolling_origin(trace: str, panel: Panel, horizon: int, params: TrainParams, 
     The mean over days 2..K uses only days before the held-out one: a fair yardstick for
     choosing among configurations (one held-out day is mostly chance on Bitbrains)."""
     to_best, to_sn = [], []
+    combos: list[dict[tuple[str, float], float]] = []  # per day: (level, weight) -> MAE / seasonal-naive
     for k in range(1, days + 1):
-        ev = first if k == 1 else evaluate(panel.split(horizon * (k - 1))[0], horizon=horizon, params=params)
+        upto = panel if k == 1 else panel.split(horizon * (k - 1))[0]
+        ev = first if k == 1 else evaluate(upto, horizon=horizon, params=params)
         sn = ev.scores["seasonal_naive"].mae
+        combos.append(combination_ratios(upto, horizon, ev, sn))
         best = min((n for n in ev.scores if n != "xgboost"), key=lambda n: ev.scores[n].mae)
         to_sn.append(ev.scores["xgboost"].mae / sn)
         to_best.append(ev.scores["xgboost"].mae / ev.scores[best].mae)
@@ -98,12 +108,41 @@ def rolling_origin(trace: str, panel: Panel, horizon: int, params: TrainParams, 
         print(f"{trace} day_{k}_p95_coverage_pct {ev.scores['xgboost'].p95_coverage:.2f}")
         if ev.model.base or ev.model.meta.get("base_candidates", [""]) != [""]:
             print(f"{trace} day_{k}_base {ev.model.base or 'none'}")
+        if params.combine:
+            print(f"{trace} day_{k}_level_weight {ev.model.level_weight:.1f}")
         sys.stdout.flush()
     print(f"{trace} days_1_to_{days}_mean_ratio_to_seasonal_naive {np.mean(to_sn):.4f}")
     print(f"{trace} days_1_to_{days}_mean_ratio_to_best_heuristic {np.mean(to_best):.4f}")
     if days > 1:
         print(f"{trace} days_2_to_{days}_mean_ratio_to_seasonal_naive {np.mean(to_sn[1:]):.4f}")
         print(f"{trace} days_2_to_{days}_mean_ratio_to_best_heuristic {np.mean(to_best[1:]):.4f}")
+        # the combination's level and weight are chosen on days 2..K only, then scored on day 1
+        mean_later = {c: float(np.mean([d[c] for d in combos[1:]])) for c in combos[0]}
+        level, weight = min(mean_later, key=lambda c: mean_later[c])
+        print(f"{trace} combination_chosen_on_days_2_to_{days} {level}:{weight:.1f}")
+        print(f"{trace} combination_days_2_to_{days}_mean_ratio_to_seasonal_naive {mean_later[(level, weight)]:.4f}")
+        print(f"{trace} combination_day_1_ratio_to_seasonal_naive {combos[0][(level, weight)]:.4f}")
+        for c in sorted(combos[0]):
+            later = mean_later[c]
+            print(f"{trace} combination_{c[0]}_{c[1]:.1f} day_1 {combos[0][c]:.4f} days_2_to_{days} {later:.4f}")
+
+
+COMBINE_LEVELS = ("median_last_2_weeks", "median_last_week", "weekly_median")
+
+
+def combination_ratios(panel: Panel, horizon: int, ev: Evaluation, sn: float) -> dict[tuple[str, float], float]:
+    """MAE / seasonal-naive of (1 - w) * model p50 + w * a robust level heuristic, for each level
+    and w in 0, 0.1, .., 1 (w = 0 is the model), on the last `horizon` of `panel`."""
+    history, held = panel.split(horizon)
+    actual = np.concatenate(held)
+    p50 = np.concatenate([f.p50 for f in ev.forecasts])
+    day = steps_per_day(history.step_s)
+    out = {}
+    for name in COMBINE_LEVELS:
+        level = np.concatenate([baselines.BASELINES[name](y, horizon, day) for y in history.values])
+        for w in np.round(np.linspace(0.0, 1.0, 11), 1):
+            out[(name, float(w))] = score(actual, (1 - w) * p50 + w * level, p50).mae / sn
+    return out
 
 
 def train_500k_figures(trace: str, panel: Panel, horizon: int, params: TrainParams) -> None:
@@ -155,6 +194,7 @@ def main() -> int:
     ap.add_argument("--early-stopping", type=int, default=defaults.early_stopping_rounds, help="rounds; 0 = off")
     ap.add_argument("--select-days", type=int, default=defaults.select_days, help="validation days (auto base)")
     ap.add_argument("--level-features", action="store_true", help="add the level-shift features")
+    ap.add_argument("--combine", default=defaults.combine, help='"", "auto" or a weight of the 14-day median')
     ap.add_argument("--no-refit", action="store_true", help="keep the early-stopped model, no refit")
     ap.add_argument("--calibrate", action="store_true", help="conformal p95 shift on the validation day")
     ap.add_argument("--no-recursive", action="store_true", help="skip the recursive comparison")
@@ -162,6 +202,7 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=0, help="rolling origin: hold out each of the last K days in turn")
     ap.add_argument("--no-500k", action="store_true", help="skip timing a training run on 500k rows")
     ap.add_argument("--all-baselines", action="store_true", help="print every baseline's figures")
+    ap.add_argument("--percent", action="store_true", help="Bitbrains in raw %% instead of cores used")
     args = ap.parse_args()
     if not (args.data / "traces").is_dir():
         print(f"skip: no traces under {args.data}", file=sys.stderr)
@@ -181,9 +222,10 @@ def main() -> int:
         calibrate=args.calibrate,
         select_days=args.select_days,
         level_features=args.level_features,
+        combine=args.combine,
     )
     for trace in args.traces:
-        panel = load(args.data, trace)
+        panel = load(args.data, trace, percent=args.percent)
         ev = evaluate(panel, horizon=args.horizon, params=params)
         sn = ev.scores["seasonal_naive"].mae
         model = ev.scores["xgboost"]

@@ -83,6 +83,10 @@ class TrainParams:
     # slot median, the previous day's mean, time into a busy spell); measured in
     # docs/forecast.md: better on Bitbrains' backtest days, a tie on Azure's, so opt-in
     level_features: bool = False
+    # forecast combination: p50 = (1 - w) * model p50 + w * the 14-day median (a robust level
+    # the trees hedge against on idle-by-default VMs). "auto" chooses w in 0, 0.1, .., 1 on the
+    # validation days (rolling origins, `select_days`); a number fixes it; "" = off (w = 0)
+    combine: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class ForecastModel:
     p95_shift: float = 0.0  # conformal shift of the p95 in model space (log1p of scaled values)
     features: list[str] = field(default_factory=lambda: list(FEATURES))
     base: str = ""  # the level the model learns relative to ("" = none)
+    level_weight: float = 0.0  # weight of the 14-day median in the p50 (TrainParams.combine)
 
     @property
     def day(self) -> int:
@@ -129,13 +134,16 @@ class ForecastModel:
         out = np.asarray(self.booster.inplace_predict(xin), dtype=np.float32).reshape(len(x), len(QUANTILES))
         return out + base[:, None]
 
-    def to_scaled(self, raw: npt.NDArray[np.floating[Any]]) -> FloatArray:
-        """Model outputs (rows, 2) -> scaled p50/p95 (calibrated, p95 >= p50 >= 0)."""
+    def to_scaled(self, raw: npt.NDArray[np.floating[Any]], x: npt.NDArray[np.float32] | None = None) -> FloatArray:
+        """Model outputs (rows, 2) -> scaled p50/p95 (calibrated, p95 >= p50 >= 0); with the
+        feature rows `x`, the p50 is combined with their 14-day median (`level_weight`)."""
         out = np.asarray(raw, dtype=np.float64).copy()
         out[:, 1] += self.p95_shift
         if self.params.log_target:
             out = np.expm1(out)
         out[:, 0] = np.maximum(out[:, 0], 0.0)
+        if self.level_weight and x is not None:
+            out[:, 0] = combined_p50(out[:, 0], x, self.level_weight)
         out[:, 1] = np.maximum(out[:, 1], out[:, 0])
         return out
 
@@ -165,7 +173,7 @@ class ForecastModel:
                 scaled, scales = self._roll_out(values, starts, h)
             else:
                 x, scales = forecast_matrix(values, starts, self.step_s, h, self.horizon)
-                scaled = self.to_scaled(self.predict_matrix(x)).reshape(len(served), h, 2)
+                scaled = self.to_scaled(self.predict_matrix(x), x).reshape(len(served), h, 2)
             for k, i in enumerate(served):
                 p = scaled[k] * scales[k]
                 out[i] = Forecast(panel.ids[i], p[:, 0], p[:, 1], "xgboost")
@@ -199,6 +207,7 @@ class ForecastModel:
             "train_seconds": round(self.train_seconds, 2),
             "p95_shift": self.p95_shift,
             "base": self.base,
+            "level_weight": self.level_weight,
             **self.meta,
         }
 
@@ -217,6 +226,7 @@ class ForecastModel:
             float(description.get("train_seconds", 0.0)),
             p95_shift=float(description.get("p95_shift", 0.0)),
             base=str(description.get("base", "")),
+            level_weight=float(description.get("level_weight", 0.0)),
             features=list(description.get("features", [])),
         )
 
@@ -252,6 +262,22 @@ def model_inputs(x: npt.NDArray[np.float32], base_name: str) -> tuple[npt.NDArra
     out[:, _LEVELS] = np.log1p(np.maximum(x[:, _LEVELS], 0.0)) - base[:, None]
     out[:, col] = base
     return out, base
+
+
+_LEVEL = FEATURES.index("median_14d")
+WEIGHTS = np.round(np.linspace(0.0, 1.0, 11), 1)
+
+
+def combined_p50(p50: FloatArray, x: npt.NDArray[np.float32], weight: float) -> FloatArray:
+    """(1 - w) * p50 + w * the 14-day median of each row (scaled units; p50 where it is missing)."""
+    level = np.asarray(x[:, _LEVEL], dtype=np.float64)
+    return np.where(np.isfinite(level), (1.0 - weight) * p50 + weight * level, p50)
+
+
+def _level_weight(p50: FloatArray, x: npt.NDArray[np.float32], actual: FloatArray, w: FloatArray) -> float:
+    """The weight of WEIGHTS with the lowest weighted MAE on the validation rows (scaled units)."""
+    loss = [float(np.sum(w * np.abs(combined_p50(p50, x, c) - actual))) for c in WEIGHTS]
+    return float(WEIGHTS[int(np.argmin(loss))])
 
 
 def model_features(params: TrainParams) -> list[str]:
@@ -357,8 +383,14 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
             f"base must be auto, empty or one of {list(BASES)} (with log_target), got {params.base!r}",
             [{"loc": ["base"], "msg": "unknown base"}],
         )
+    if not _valid_combine(params.combine):
+        raise HistoryError(
+            f"combine must be empty, auto or a weight in [0, 1], got {params.combine!r}",
+            [{"loc": ["combine"], "msg": "unknown combine"}],
+        )
     started, cpu_started = time.perf_counter(), time.process_time()
-    validate = params.early_stopping_rounds > 0 or params.calibrate or params.base == "auto"
+    validate = params.early_stopping_rounds > 0 or params.calibrate or params.base == "auto" or params.combine == "auto"
+    level_weight = float(params.combine) if params.combine not in ("", "auto") else 0.0
     data = training_matrix(panel, horizon, params, hold_out=validate)
     rounds, shift = params.rounds, 0.0
     candidates = [params.base]
@@ -389,6 +421,10 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
             loss = _p50_mae(raw[:, 0], data.y_val, data.w_val, log_target=params.log_target)
             if loss < best:
                 best, booster, base_name, rounds = loss, fitted, name, n
+                if params.combine == "auto":
+                    p50 = np.maximum(np.expm1(raw[:, 0]) if params.log_target else raw[:, 0], 0.0)
+                    actual = np.expm1(data.y_val) if params.log_target else data.y_val
+                    level_weight = _level_weight(p50, data.x_val, actual, data.w_val)
                 if params.calibrate and params.strategy == "direct":
                     shift = _conformal_shift(raw[:, 1], data.y_val, QUANTILES[1])
     n_rows = len(data.y)
@@ -411,7 +447,17 @@ def train(panel: Panel, *, horizon: int = 288, params: TrainParams | None = None
         p95_shift=shift,
         features=model_features(params),
         base=base_name,
+        level_weight=level_weight,
     )
+
+
+def _valid_combine(combine: str) -> bool:
+    if combine in ("", "auto"):
+        return True
+    try:
+        return 0.0 <= float(combine) <= 1.0
+    except ValueError:
+        return False
 
 
 def _dmatrix(

@@ -12,7 +12,15 @@ import pytest
 from broker.forecast.evaluate import evaluate
 from broker.forecast.features import FEATURES, gather, series_features
 from broker.forecast.history import HistoryError, Panel, parse_long_frame, regularize
-from broker.forecast.model import ForecastModel, TrainParams, _conformal_shift, model_inputs, train, training_matrix
+from broker.forecast.model import (
+    ForecastModel,
+    TrainParams,
+    _conformal_shift,
+    _level_weight,
+    model_inputs,
+    train,
+    training_matrix,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "usage"
 FAST = TrainParams(rounds=12, max_depth=5)
@@ -104,7 +112,9 @@ def test_conformal_shift_reaches_the_coverage_it_is_asked_for() -> None:
     assert np.mean(actual <= pred + s) == pytest.approx(0.95, abs=0.002)
 
 
-@pytest.mark.parametrize("bad", [{"strategy": "sideways"}, {"base": "median_99d"}])
+@pytest.mark.parametrize(
+    "bad", [{"strategy": "sideways"}, {"base": "median_99d"}, {"combine": "1.5"}, {"combine": "x"}]
+)
 def test_bad_training_options_are_clear_errors(azure: Panel, bad: dict[str, str]) -> None:
     with pytest.raises(HistoryError):
         train(azure, horizon=12, params=dataclasses.replace(FAST, **bad))  # type: ignore[arg-type]
@@ -134,3 +144,29 @@ def test_level_features_are_opt_in_and_survive_storage(azure: Panel) -> None:
     for fa, fb in zip(model.forecast(azure), again.forecast(azure), strict=True):
         assert fa.method == fb.method == "xgboost"
         np.testing.assert_allclose(fa.p50, fb.p50)
+
+
+def test_combination_mixes_the_p50_with_the_14_day_median_and_survives_storage(azure: Panel) -> None:
+    plain = train(azure, horizon=48, params=FAST)
+    half = train(azure, horizon=48, params=dataclasses.replace(FAST, combine="0.5"))
+    assert half.level_weight == 0.5
+    again = ForecastModel.from_bytes(half.to_bytes(), half.describe())
+    for y, fp, fh, fa in zip(
+        azure.values, plain.forecast(azure), half.forecast(azure), again.forecast(azure), strict=True
+    ):
+        # a fixed weight trains the same booster: only the p50 moves, halfway to the series' median
+        level = np.nanmedian(y[-14 * 288 :])
+        np.testing.assert_allclose(fh.p50, 0.5 * fp.p50 + 0.5 * level, rtol=1e-4)
+        np.testing.assert_allclose(fa.p50, fh.p50)
+        assert (fh.p95 >= fh.p50).all()
+    auto = train(azure, horizon=48, params=dataclasses.replace(FAST, combine="auto"))
+    assert auto.level_weight in {round(0.1 * k, 1) for k in range(11)}
+
+
+def test_the_level_weight_is_the_one_with_the_lowest_validation_error() -> None:
+    x = np.ones((4, len(FEATURES)), np.float32)
+    x[:, FEATURES.index("median_14d")] = [1.0, 1.0, np.nan, 1.0]
+    p50, w = np.array([3.0, 3.0, 3.0, 3.0]), np.ones(4)
+    assert _level_weight(p50, x, np.array([1.0, 1.0, 3.0, 1.0]), w) == 1.0  # the level was right
+    assert _level_weight(p50, x, p50, w) == 0.0  # the model was right
+    assert _level_weight(p50, x, np.array([2.0, 2.0, 3.0, 2.0]), w) == 0.5
