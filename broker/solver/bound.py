@@ -223,9 +223,9 @@ def _evaluate(
     mu_lp = np.maximum(-mu_raw, 0.0)
     xi = m.x_uni
     xc, xp = u.cls(xi), local[u.pool[xi]]
-    fit, stronger = mi.fit(xc, u.pool[xi])
+    fit = m.x_fit  # the fit rows as the model holds them
     phi = np.zeros(len(xi))
-    cut = np.flatnonzero(stronger)
+    cut = np.flatnonzero(m.fit_row >= 0)
     if len(cut):
         cd = np.asarray(col_dual, dtype=np.float64)[m.x_col[cut]]
         ci = xi[cut]

@@ -28,7 +28,7 @@ Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 
 
 class Master:
-    def __init__(self, mi: ModelInput, lay: Layout, universe: Universe) -> None:
+    def __init__(self, mi: ModelInput, lay: Layout, universe: Universe, *, loose_fit: bool = False) -> None:
         self.mi, self.lay, self.uni, self.u = mi, lay, universe, universe.cols
         self.h = highspy.Highs()  # type: ignore[no-untyped-call]
         self.h.setOptionValue("output_flag", False)
@@ -38,6 +38,11 @@ class Master:
         self.cap_row = np.full((mi.n_pools, 3), -1, dtype=np.int64)  # capacity row per resource
         self.x_uni = np.zeros(0, dtype=np.int64)  # universe index of each replica column, in order
         self.x_col = np.zeros(0, dtype=np.int64)  # its HiGHS column
+        # its fit row x <= fit n_p (-1: none) and that fit; loose_fit: not capped at the class's
+        # replicas until tighten()
+        self.fit_row = np.zeros(0, dtype=np.int64)
+        self.x_fit = np.zeros(0, dtype=np.float32)
+        self.loose_fit = loose_fit
         self.in_model = np.zeros(universe.size, dtype=bool)
         self.integer = False
         self.n_rows = lay.n_fixed_rows
@@ -198,12 +203,33 @@ class Master:
         self.in_model[sel] = True
         self.x_uni = np.concatenate([self.x_uni, sel])
         self.x_col = np.concatenate([self.x_col, xcols])
+        fit, stronger = self.mi.fit(cls, pool, capped=not self.loose_fit)
+        fit_row = np.full(len(sel), -1, dtype=np.int64)
+        fit_row[stronger] = self._fit_rows(xcols[stronger], pool[stronger], fit[stronger].astype(np.float64))
+        self.fit_row = np.concatenate([self.fit_row, fit_row])
+        self.x_fit = np.concatenate([self.x_fit, fit])
+
+    def _fit_rows(self, xcols: IntArray, pool: IntArray, fit: FloatArray) -> IntArray:
+        """A replica runs on one node: x_cp <= fit_cp * n_p."""
+        both = np.stack([xcols, self.pool_col[pool]], axis=1).ravel()
+        coef = np.stack([np.ones(len(xcols)), -fit], axis=1).ravel()
+        return self._add_rows(np.full(len(xcols), -INF), np.zeros(len(xcols)), both, coef, 2)
+
+    def tighten(self) -> None:
+        """Cap the fit rows at each class's replicas (a used pool runs at least one node): rows
+        change their coefficient, columns without a row gain one; later columns come capped."""
+        if not self.loose_fit:
+            return
+        self.loose_fit = False
+        cls, pool = self.x_keys()
         fit, stronger = self.mi.fit(cls, pool)
-        cut = np.flatnonzero(stronger)
-        if len(cut):  # a replica runs on one node: x_cp <= fit_cp * n_p
-            both = np.stack([xcols[cut], self.pool_col[pool[cut]]], axis=1).ravel()
-            coef = np.stack([np.ones(len(cut)), -fit[cut]], axis=1).ravel()
-            self._add_rows(np.full(len(cut), -INF), np.zeros(len(cut)), both, coef, 2)
+        has = self.fit_row >= 0
+        change = np.flatnonzero(has & (fit < self.x_fit))
+        for i in change:
+            self.h.changeCoeff(int(self.fit_row[i]), int(self.pool_col[pool[i]]), -float(fit[i]))
+        new = np.flatnonzero(~has & stronger)
+        self.fit_row[new] = self._fit_rows(self.x_col[new], pool[new], fit[new].astype(np.float64))
+        self.x_fit = fit
 
     def hold(self, free: BoolArray, x: Placement) -> None:
         """Every replica column of a class not `free` keeps its value in x."""

@@ -106,9 +106,11 @@ class ModelInput:
     def class_replicas(self) -> FloatArray:
         return np.array([float(c.replicas) for c in self.classes])
 
-    def fit(self, cls: IntArray, pool: IntArray) -> tuple[npt.NDArray[np.float32], BoolArray]:
-        """classes.replica_fit of the pairs (cls[i], pool[i])."""
-        d, r = self.class_demand[cls], self.class_replicas[cls]
+    def fit(self, cls: IntArray, pool: IntArray, *, capped: bool = True) -> tuple[npt.NDArray[np.float32], BoolArray]:
+        """classes.replica_fit of the pairs (cls[i], pool[i]); capped=False: not capped at the
+        class's replicas (the rows a used pool's first node adds are left out)."""
+        d = self.class_demand[cls]
+        r = self.class_replicas[cls] if capped else np.full(len(cls), np.inf)
         return replica_fit(d, r, self.vcpus[pool], self.mem[pool], self.gpus[pool])
 
 

@@ -104,10 +104,16 @@ class _Round:
 
 
 def _rounds(
-    mi: ModelInput, starts: list[ClassPlacement], monkeypatch: pytest.MonkeyPatch, perturb: int = 0, **kw: int
+    mi: ModelInput,
+    starts: list[ClassPlacement],
+    monkeypatch: pytest.MonkeyPatch,
+    perturb: int = 0,
+    loose: bool = False,
+    **kw: int,
 ) -> tuple[list[_Round], search_mod.SearchResult | None]:
     """Run the real column generation; the bound from every round's duals (and from
-    `perturb` random distortions of them: scaled, shifted, of either sign)."""
+    `perturb` random distortions of them: scaled, shifted, of either sign). loose: in two
+    phases, fit rows capped only once the first phase converged (as on big requests)."""
     out: list[_Round] = []
     real = column_reduced_costs
     rng = np.random.default_rng(0)
@@ -125,6 +131,7 @@ def _rounds(
 
     with monkeypatch.context() as mp:
         mp.setattr(search_mod, "column_reduced_costs", spy)
+        mp.setattr(search_mod, "LOOSE_FIT_MIN_COLS", -1 if loose else 10**12)
         res = search_mod.search(mi, starts=starts, time_limit_s=20, seed=0, **kw)
     return out, res
 
@@ -133,16 +140,17 @@ def _cases() -> Iterator[int]:
     yield from (0, 2, 6)
 
 
+@pytest.mark.parametrize("loose", [False, True])
 @pytest.mark.parametrize("seed", list(_cases()))
 def test_bound_is_valid_in_every_round_of_unfinished_column_generation(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int, loose: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mi, starts, _, opt = _case(seed)
     assert mi.classes and len(mi.keep_class) and any(c.min_sites > 1 for c in mi.classes)
-    full, _ = _rounds(mi, starts, monkeypatch)
+    full, _ = _rounds(mi, starts, monkeypatch, loose=loose)
     assert len(full) >= 2  # round 1 found columns to add: unfinished
     for max_rounds in (1, 2, 3):
-        rounds, res = _rounds(mi, starts, monkeypatch, max_rounds=max_rounds)
+        rounds, res = _rounds(mi, starts, monkeypatch, loose=loose, max_rounds=max_rounds)
         assert res is not None and len(rounds) == min(max_rounds, len(full))
         for r in rounds:
             assert r.bound <= opt + 1e-7 * max(1.0, abs(opt)), (max_rounds, r.bound, opt)
@@ -150,10 +158,13 @@ def test_bound_is_valid_in_every_round_of_unfinished_column_generation(
     assert math.isfinite(first.bound) and first.bound > 0
 
 
+@pytest.mark.parametrize("loose", [False, True])
 @pytest.mark.parametrize("seed", list(_cases()))
-def test_bound_reaches_the_lp_when_column_generation_converges(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bound_reaches_the_lp_when_column_generation_converges(
+    seed: int, loose: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mi, starts, full_lp, opt = _case(seed)
-    rounds, res = _rounds(mi, starts, monkeypatch)
+    rounds, res = _rounds(mi, starts, monkeypatch, loose=loose)
     assert res is not None and res.proven
     last = rounds[-1]
     assert last.z_lp == pytest.approx(full_lp, rel=1e-6)

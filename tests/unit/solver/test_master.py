@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from broker.solver.master import Master
 from broker.solver.model import make_layout
@@ -25,3 +26,31 @@ def test_a_later_lp_round_gets_its_own_time_limit() -> None:
     m.add_columns(np.arange(uni.size))  # the next round has work to do
     again = m.solve_lp(time_limit_s=0.05)
     assert again is not None
+
+
+def test_tighten_caps_the_fit_rows_and_reaches_the_capped_lp() -> None:
+    """Loose fit rows (not capped at a class's replicas) give the LP of a relaxation; tighten()
+    turns the same model into the capped one, whose LP it then solves from the kept basis."""
+    for seed in range(4):
+        mi, _starts, _lp, _opt = _case(seed)
+        lay = make_layout(mi)
+        uni = make_universe(mi, lay)
+        everything = np.arange(uni.size)
+        loose = Master(mi, lay, uni, loose_fit=True)
+        loose.add_columns(everything)
+        capped = Master(mi, lay, uni)
+        capped.add_columns(everything)
+        lp_loose, lp_capped = loose.solve_lp(), capped.solve_lp()
+        assert lp_loose is not None and lp_capped is not None
+        if lp_loose.value < lp_capped.value - 1e-6:  # a case where the caps bind
+            break
+    else:
+        raise AssertionError("no case where capping the fit rows raises the LP")
+    loose.tighten()
+    assert not loose.loose_fit
+    fit, stronger = mi.fit(*loose.x_keys())
+    np.testing.assert_array_equal(loose.x_fit, fit)
+    assert (loose.fit_row[stronger] >= 0).all()
+    again = loose.solve_lp()
+    assert again is not None
+    assert again.value == pytest.approx(lp_capped.value, rel=1e-7)
