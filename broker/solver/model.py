@@ -69,6 +69,7 @@ class ModelInput:
     current_total: float = 0.0  # replicas running now, including those whose pool is gone
     max_moves: int | None = None
     site_provider: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # empty: one tier
+    arch_idx: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per pool; empty: one
 
     @property
     def n_pools(self) -> int:

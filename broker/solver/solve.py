@@ -65,6 +65,7 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
         max_nodes=t.max_nodes,
         site_idx=t.site_idx,
         cap_idx=t.cap_idx,
+        arch_idx=t.arch_idx,
         egress=problem.egress_matrix(),
         site_provider=np.unique(t.site_provider, return_inverse=True)[1].astype(np.int64),
         cost_weight=obj.cost,

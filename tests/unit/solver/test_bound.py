@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 import broker.solver.search as search_mod
+import broker.solver.share_bound as share_bound_mod
 from broker.domain import CapacityType, Dependency, Workload
 from broker.solver import PlacementProblem
 from broker.solver.bound import lagrangian_bound, lagrangian_bound_detail
@@ -284,3 +285,19 @@ def _kept_rows_lp(mi: ModelInput) -> float:
     res = linprog(cost, A_ub=sp.vstack(rows), b_ub=np.concatenate(hi), A_eq=a_eq, b_eq=r_eq, bounds=bounds)
     assert res.status == 0, res.message
     return float(res.fun)
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_gpu_nodes_charge_their_gpus_in_the_share_bound(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU node's cost split by cpu and memory alone charged a GPU replica a sliver of its node;
+    the GPUs' share lifts the bound, which stays below the full LP."""
+    p = _instance(seed)
+    gpu = [Workload(f"g{i}", replicas=2 + i, cpu=2, memory_gib=8, gpus=1) for i in range(2)]
+    p = dataclasses.replace(p, request=dataclasses.replace(p.request, workloads=p.request.workloads + tuple(gpu)))
+    mi, _starts = _search_input(p)
+    assert (mi.class_demand[:, 2] > 0).any()
+    full_lp, _opt = _optimum(mi)
+    with_gpus = simple_bound(mi)
+    monkeypatch.setattr(share_bound_mod, "_gpu_share", lambda mi_: np.zeros(mi_.n_pools))
+    cpu_mem_only = simple_bound(mi)
+    assert cpu_mem_only < with_gpus <= full_lp + 1e-7, (cpu_mem_only, with_gpus, full_lp)
