@@ -275,11 +275,13 @@ def _columns(mi: ModelInput) -> _Columns:
 
 def _gpu_share(mi: ModelInput) -> FloatArray:
     """Per pool, the share of a GPU node's cost its GPUs carry (0 elsewhere): what the node costs
-    above the cheapest cover of its cpu and memory by one GPU-less pool of its site and capacity
-    type and architecture. Split by cpu and memory alone, a GPU replica paid a sliver of its node (300 workloads:
-    4 GPU workloads held 3.1 of the 4.2 $/h between this bound and the LP). Any share in [0, 1]
-    is a valid multiplier on the GPU rows; this one keeps each GPU node's cpu and memory prices
-    at or above those of a GPU-less pool at its site, so other classes do not flock to it."""
+    above the cheapest cover of its cpu and memory by one larger GPU-less pool of its site,
+    capacity type and architecture. Split by cpu and memory alone, a GPU replica paid a sliver
+    of its node (300 workloads: 4 GPU workloads held 3.1 of the 4.2 $/h between this bound and
+    the LP). Any share in [0, 1] is a valid multiplier on the GPU rows; this one keeps each GPU
+    node's cpu and memory prices at or above those of that pool, so other classes do not flock
+    to it (any cover gave 113.5 $/h at 300 workloads, any of the same architecture 118.4, this
+    one 127.0)."""
     gpu = mi.gpus > 0
     out = np.zeros(mi.n_pools)
     if not gpu.any() or not (mi.class_demand[:, 2] > 0).any():
@@ -293,8 +295,8 @@ def _gpu_share(mi: ModelInput) -> FloatArray:
         g, q = pools[gpu[pools]], pools[~gpu[pools]]
         if len(g) == 0 or len(q) == 0:
             continue
-        # cost of p's cpu and memory on pool q's nodes, fractionally: c_q max(v_p / v_q, m_p / m_q)
-        # only by nodes at least as large: a replica that fits p then fits q
+        # p's cpu and memory on q's nodes, fractionally: c_q max(v_p / v_q, m_p / m_q), only
+        # by nodes at least as large (a replica that fits p then fits q)
         cover = mi.node_cost[q] * np.maximum(mi.vcpus[g, None] / mi.vcpus[q], mi.mem[g, None] / mi.mem[q])
         large = (mi.vcpus[q] >= mi.vcpus[g, None]) & (mi.mem[q] >= mi.mem[g, None])
         best = np.where(large, cover, np.inf).min(axis=1)
