@@ -35,8 +35,10 @@ from broker.solver.universe import Universe, make_universe
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 # what the Lagrangian bound costs per universe column (measured: 1.5-2 s at 2.2 M columns)
 BOUND_SECONDS_PER_COL = 1.0e-6
-# the second neighbourhood MIP and LNS help at 300 workloads (2.2 M columns); at 3,000 (14.7 M) the
-# LP has had one or two rounds, its pools are no guide, and the time went missing from the final MIP
+# LNS helps at 300 workloads (2.2 M columns); at 3,000 (14.7 M) its MIPs (11-32k columns) overran
+# their limits in cut separation and found nothing better. Above this size the second neighbourhood
+# offers each class its best-priced column on the LP's pools, not its 5 best (15k columns at 3,000:
+# 26 s for an 8 s limit; with 1, 6.4k columns, solved in 4.1 s: 1,350.5 -> 1,341.9 $/h)
 NEIGHBOURHOOD_MAX_COLS = 5_000_000
 # universe columns between which CG starts with loose fit rows (the CI-sized request has 69k, 300
 # workloads 2.15 M, 3,000 14.7 M). Above, one CG round fits the time, so the loose phase cannot
@@ -349,19 +351,23 @@ def search(
         # a small MIP over the LP's support (RENS): packing the LP's pools into whole nodes
         # is most of what separates it from a good placement (12 workloads: from 4.8 % over
         # the LP to 0.7 % in ~20 ms, where the full MIP's own heuristics took 0.5 s)
-        # on big requests no neighbourhood follows and the final MIP seldom improves on this one
-        # (3,000 workloads: 1,397 with 1.3 s, 1,375 with 2.4 s): it gets most of the time then
-        improve(lp_support, (0.25 if uni.size <= NEIGHBOURHOOD_MAX_COLS else 0.6) * left())
-        if incumbent is not None and ub - z_lp > rel_gap * ub and uni.size <= NEIGHBOURHOOD_MAX_COLS:
+        # on big requests only the second neighbourhood follows (no LNS, no final MIP), and
+        # RENS needed 2.4 s at 3,000 workloads once (1,397 with 1.3 s): it gets more time there
+        small = uni.size <= NEIGHBOURHOOD_MAX_COLS
+        improve(lp_support, (0.25 if small else 0.6) * left())
+        if incumbent is not None and ub - z_lp > rel_gap * ub:
             # then every class may move onto any pool the LP uses (its 5 best there by reduced
-            # cost): whole nodes shared with other classes; all columns there (8k at 300
-            # workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit. Half the time left:
-            # solved to the end it reaches 130.18 $/h at 300 workloads (in 16 s); with half, runs
-            # over 4 seeds end 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
+            # cost, 1 on big requests): whole nodes shared with other classes. All columns there
+            # (8k at 300 workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit, so
+            # not above FINAL_MIP_MAX_COLS either. Half the time left: solved to the end it
+            # reaches 130.18 $/h at 300 workloads (in 16 s); with half, runs over 4 seeds end
+            # 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
             lp_pool = np.zeros(mi.n_pools, dtype=bool)
             lp_pool[uni.cols.pool[lp_support]] = True
-            best = _best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5)
-            improve(np.concatenate([lp_support, best]), 0.5 * left())
+            best = _best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5 if small else 1)
+            second = np.union1d(lp_support, best)
+            if len(second) <= FINAL_MIP_MAX_COLS:
+                improve(second, 0.5 * left())
     if incumbent is not None and ub - z_lp > rel_gap * ub and uni.size <= NEIGHBOURHOOD_MAX_COLS:
         # large-neighbourhood search (lns.py): a few classes at a time re-placed around the open
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
