@@ -31,7 +31,7 @@ from broker.forecast import baselines
 from broker.forecast.evaluate import Evaluation, evaluate, score
 from broker.forecast.features import FEATURES, steps_per_day
 from broker.forecast.history import Panel, parse_long_frame, regularize
-from broker.forecast.model import ForecastModel, TrainParams, train
+from broker.forecast.model import WEIGHTS, ForecastModel, TrainParams, train
 
 REPO = Path(__file__).resolve().parents[1]
 # (file, time column, value columns): one column is used as is; (usage %, cores) becomes cores
@@ -140,7 +140,7 @@ def combination_ratios(panel: Panel, horizon: int, ev: Evaluation, sn: float) ->
     out = {}
     for name in COMBINE_LEVELS:
         level = np.concatenate([baselines.BASELINES[name](y, horizon, day) for y in history.values])
-        for w in np.round(np.linspace(0.0, 1.0, 11), 1):
+        for w in WEIGHTS:
             out[(name, float(w))] = score(actual, (1 - w) * p50 + w * level, p50).mae / sn
     return out
 
