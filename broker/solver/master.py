@@ -21,6 +21,7 @@ import highspy
 import numpy as np
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.solver import mip_process
 from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values, ranges
 from broker.solver.universe import Universe
 
@@ -274,8 +275,21 @@ class Master:
             self.integer = True
             self._integral(np.concatenate([self.pool_col[self.pools], self.x_col]))
 
-    def solve_mip(self, *, time_limit_s: float, seed: int, hint: FloatArray | None, rel_gap: float) -> MIPResult:
+    def solve_mip(
+        self, *, time_limit_s: float, seed: int, hint: FloatArray | None, rel_gap: float, isolated: bool = False
+    ) -> MIPResult:
+        """The MIP over the model's columns; `isolated`: in a child process killed at the limit
+        (mip_process.py), for MIPs big enough that HiGHS' cut separation can overrun it."""
         self.make_integer()
+        if isolated:
+            out = mip_process.solve(
+                mip_process.model_of(self.h),
+                time_limit_s=max(0.05, time_limit_s),
+                options={"mip_rel_gap": rel_gap, "random_seed": int(seed)},
+                hint=hint,
+            )
+            x = np.round(out.x[self.x_col]) if len(out.x) else np.zeros(0)
+            return MIPResult(out.status, out.value, out.bound, x)
         h = self.h
         h.setOptionValue("time_limit", max(0.05, time_limit_s))
         h.setOptionValue("mip_rel_gap", rel_gap)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
-from broker.solver import costs
+from broker.solver import costs, mip_process
 from broker.solver.bound import lagrangian_bound
 from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
@@ -54,6 +54,10 @@ LNS_BEST_PRICED, LNS_MAX_PRICED = 5, 40
 # above this many columns the final MIP does not finish its root in the time left (300 workloads:
 # 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): it is skipped, LNS takes the time
 FINAL_MIP_MAX_COLS = 20_000
+# MIPs from this many columns run in a child process killed at their limit (mip_process.py): HiGHS'
+# cut separation overran by 12 s at 7.6k columns; below this size none was seen to overrun, and the
+# CI-sized request's MIPs stay in process (no pipe, no child to start)
+ISOLATE_MIN_COLS = 2_000
 
 
 @dataclass
@@ -228,6 +232,8 @@ def search(
 
     lay = make_layout(mi)
     uni = make_universe(mi, lay)
+    if uni.size > LOOSE_FIT_MIN_COLS:  # its MIPs will be big: the child starts during CG
+        mip_process.prestart()
     # on big requests column generation starts with fit rows not capped at the class's replicas
     # and caps them once that LP converges (Master.tighten): the capped rows make every LP slower
     # (300 workloads: CG converged in 11 s with them from the start, in 6.4 s in two phases); on
@@ -339,7 +345,9 @@ def search(
             sub.add_columns(np.arange(sub_uni.size))
             if free is not None:
                 sub.hold(free, incumbent)
-        rs = sub.solve_mip(time_limit_s=seconds, seed=seed, hint=hint(sub), rel_gap=rel_gap / 4)
+        rs = sub.solve_mip(
+            time_limit_s=seconds, seed=seed, hint=hint(sub), rel_gap=rel_gap / 4, isolated=sub.n_cols >= ISOLATE_MIN_COLS
+        )
         if rs.status in ("optimal", "feasible"):
             xs = sub.placement(rs.x)
             if objective(mi, lay, xs) < ub - 1e-9:
@@ -441,7 +449,9 @@ def search(
             excluded_min = min(excluded_min, float(rc_x.val[rest_cols].min()))
     if bound == -math.inf and final_mip:
         # HiGHS overruns its limit by a few seconds on big models (presolve, the root LP): keep a margin
-        res = m.solve_mip(time_limit_s=0.75 * left(), seed=seed, hint=hint(m), rel_gap=rel_gap)
+        res = m.solve_mip(
+            time_limit_s=0.75 * left(), seed=seed, hint=hint(m), rel_gap=rel_gap, isolated=m.n_cols >= ISOLATE_MIN_COLS
+        )
         if res.status == "infeasible" and incumbent is None:
             return None
         if res.status in ("optimal", "feasible"):

@@ -1,0 +1,78 @@
+"""MIPs in a child process: same answers as in process, and a kill at the limit keeps the best
+solution the child reported."""
+
+from __future__ import annotations
+
+import time
+
+import highspy
+import numpy as np
+import pytest
+
+from broker.solver import mip_process
+from broker.solver.master import Master
+from broker.solver.model import make_layout
+from broker.solver.universe import make_universe
+
+from .test_bound import _case
+
+
+def _knapsacks(n: int, m: int, seed: int) -> highspy.Highs:
+    """A multi-dimensional knapsack (maximise value, as a minimisation): hard enough that HiGHS
+    does not prove it in seconds at n=300, m=20."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(10, 100, size=(m, n)).astype(np.float64)
+    value = w.sum(axis=0) + rng.integers(0, 50, size=n)
+    h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h.setOptionValue("output_flag", False)
+    inf = highspy.kHighsInf
+    h.addRows(m, np.full(m, -inf), w.sum(axis=1) / 2, 0, np.zeros(1, np.int32), np.zeros(0, np.int32), np.zeros(0))
+    start = np.arange(n, dtype=np.int32) * m
+    index = np.tile(np.arange(m, dtype=np.int32), n)
+    h.addCols(n, -value, np.zeros(n), np.ones(n), n * m, start, index, w.T.ravel())
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.ones(n, dtype=np.uint8))
+    return h
+
+
+def test_the_child_solves_what_the_master_solves_in_process() -> None:
+    mi, starts, _lp, optimum = _case(0)
+    lay = make_layout(mi)
+    uni = make_universe(mi, lay)
+    m = Master(mi, lay, uni)
+    m.add_columns(np.arange(uni.size))
+    inside = m.solve_mip(time_limit_s=30, seed=0, hint=None, rel_gap=1e-9)
+    child = m.solve_mip(time_limit_s=30, seed=0, hint=None, rel_gap=1e-9, isolated=True)
+    assert inside.status == child.status == "optimal"
+    assert child.value == pytest.approx(optimum, rel=1e-7)
+    assert m.placement(child.x) == m.placement(inside.x) or child.value == pytest.approx(inside.value, rel=1e-9)
+
+
+def test_a_kill_at_the_limit_keeps_the_best_solution_reported() -> None:
+    h = _knapsacks(300, 20, seed=1)
+    model = mip_process.model_of(h)
+    hint = np.zeros(300)  # feasible (take nothing): reported at once as the MIP start
+    started = time.monotonic()
+    # HiGHS' own limit far away, the kill after 1.5 s: what a cut loop that ignores the clock looks like
+    out = mip_process.solve(model, time_limit_s=60, options={"mip_rel_gap": 0.0}, hint=hint, kill_after_s=1.5)
+    assert time.monotonic() - started < 5
+    assert out.killed
+    assert out.status == "feasible"
+    assert out.value < 0  # HiGHS improved on the empty knapsack before the kill
+    assert len(out.x) == 300 and set(np.round(out.x)) <= {0.0, 1.0}
+    # the returned solution is what its value says
+    assert float(model["col_cost_"] @ out.x) == pytest.approx(out.value, rel=1e-9)
+    # and the next MIP gets a new child
+    small = mip_process.model_of(_knapsacks(8, 2, seed=2))
+    again = mip_process.solve(small, time_limit_s=10, options={}, hint=None)
+    assert again.status == "optimal" and not again.killed
+
+
+def test_a_child_that_died_is_replaced() -> None:
+    small = mip_process.model_of(_knapsacks(8, 2, seed=3))
+    first = mip_process.solve(small, time_limit_s=10, options={}, hint=None)
+    dead = mip_process._child().proc
+    dead.kill()
+    dead.wait()
+    second = mip_process.solve(small, time_limit_s=10, options={}, hint=None)
+    assert first.status == second.status == "optimal"
+    assert second.value == pytest.approx(first.value)
