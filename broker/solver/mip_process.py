@@ -64,7 +64,7 @@ def model_of(h: highspy.Highs) -> dict[str, Any]:
 
 
 def _build(model: dict[str, Any]) -> highspy.Highs:
-    lp = highspy.HighsLp()  # type: ignore[no-untyped-call]
+    lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_, lp.offset_ = model["num_col"], model["num_row"], model["offset"]
     for k in _ARRAYS:
         setattr(lp, k, model[k])

@@ -35,7 +35,7 @@ def _knapsacks(n: int, m: int, seed: int) -> highspy.Highs:
 
 
 def test_the_child_solves_what_the_master_solves_in_process() -> None:
-    mi, starts, _lp, optimum = _case(0)
+    mi, _starts, _lp, optimum = _case(0)
     lay = make_layout(mi)
     uni = make_universe(mi, lay)
     m = Master(mi, lay, uni)
