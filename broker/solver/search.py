@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +56,11 @@ LNS_BEST_PRICED, LNS_MAX_PRICED = 5, 40
 # above this many columns the final MIP does not finish its root in the time left (300 workloads:
 # 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): it is skipped, LNS takes the time
 FINAL_MIP_MAX_COLS = 20_000
+# shares of the time left: the share bound's thread (beside the MIPs), RENS and the second
+# neighbourhood on big requests (no LNS follows them there). 3,000 workloads: the second
+# neighbourhood solved to optimality in 10.9 s with 0.9 (1,380.9 -> 1,350.1 $/h), and with 0.5 it
+# was stopped at 7 s with nothing better; RENS at 20,000 found nothing better with 43 s than with 20
+SHARE_BOUND_SHARE, RENS_BIG, SECOND_BIG = 0.8, 0.6, 0.9
 # MIPs from this many columns run in a child process killed at their limit (mip_process.py): HiGHS'
 # cut separation overran by 12 s at 7.6k columns; below this size none was seen to overrun, and the
 # CI-sized request's MIPs stay in process (no pipe, no child to start)
@@ -316,10 +322,15 @@ def search(
             z_lp = tight.value
             lp_x = _round_lp(mi, *m.x_keys(), tight.x)
             lp_support = m.x_uni[tight.x > 1e-7]
-    # the LP-free share bound comes after the MIPs, with half the time they leave; not when the
-    # Lagrangian bound is already next to z_LP, which no other bound can pass (300 workloads:
-    # 124.2 beside 128.97, and 0.6 s the LNS uses better)
-    share_bound = not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp
+    # the LP-free share bound runs in a thread beside the MIPs, which mostly wait on their child
+    # process (mip_process.py) or on HiGHS, either way without the GIL: its ascent gains with time
+    # (3,000 workloads: 1,317.8 after 1.1 s, 1,320.2 after 5.6 s). Not when the Lagrangian bound is
+    # already next to z_LP, which no other bound can pass (300 workloads: 124.2 beside 128.97)
+    share_bound: Future[float] | None = None
+    if not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="share-bound")
+        share_bound = pool.submit(simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left())
+        pool.shutdown(wait=False)  # the thread ends with its one task
     candidates: list[ClassPlacement] = []
     if lp_x is not None and _feasible(mi, lp_x, class_nodes(mi, lp_x)):
         candidates.append(lp_x)
@@ -367,20 +378,20 @@ def search(
         # on big requests only the second neighbourhood follows (no LNS, no final MIP), and
         # RENS needed 2.4 s at 3,000 workloads once (1,397 with 1.3 s): it gets more time there
         small = uni.size <= NEIGHBOURHOOD_MAX_COLS
-        improve(lp_support, (0.25 if small else 0.6) * left())
+        improve(lp_support, (0.25 if small else RENS_BIG) * left())
         if incumbent is not None and ub - z_lp > rel_gap * ub:
             # then every class may move onto any pool the LP uses (its 5 best there by reduced
             # cost, 1 on big requests): whole nodes shared with other classes. All columns there
             # (8k at 300 workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit, so
-            # not above FINAL_MIP_MAX_COLS either. Half the time left: solved to the end it
-            # reaches 130.18 $/h at 300 workloads (in 16 s); with half, runs over 4 seeds end
-            # 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
+            # not above FINAL_MIP_MAX_COLS either. Half the time left where LNS follows: solved to
+            # the end it reaches 130.18 $/h at 300 workloads (in 16 s); with half, runs over 4
+            # seeds end 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
             lp_pool = np.zeros(mi.n_pools, dtype=bool)
             lp_pool[uni.cols.pool[lp_support]] = True
             best = _best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5 if small else 1)
             second = np.union1d(lp_support, best)
             if len(second) <= FINAL_MIP_MAX_COLS:
-                improve(second, 0.5 * left())
+                improve(second, (0.5 if small else SECOND_BIG) * left())
     if incumbent is not None and ub - z_lp > rel_gap * ub and uni.size <= NEIGHBOURHOOD_MAX_COLS:
         # large-neighbourhood search (lns.py): a few classes at a time re-placed around the open
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
@@ -471,9 +482,7 @@ def search(
         return None
     x = incumbent
     value = objective(mi, lay, x)
-    # its ascent gains with time (3,000 workloads: 1,317.8 after 1.1 s, 1,320.2 after 5.6 s) and
-    # big requests end their MIPs early (20,000: 70 s of 120 were left)
-    fallback = simple_bound(mi, time_budget_s=0.5 * left()) if share_bound else -math.inf
+    fallback = share_bound.result() if share_bound is not None else -math.inf
     lower = max(z_lp, min(bound, z_lp + excluded_min)) if converged else max(lagrangian, fallback, loose_bound)
     # HiGHS' dual bound carries solver tolerances; never claim more than is proven
     lower = min(lower * (1 - 1e-9), value)

@@ -301,3 +301,13 @@ def test_gpu_nodes_charge_their_gpus_in_the_share_bound(seed: int, monkeypatch: 
     monkeypatch.setattr(share_bound_mod, "_gpu_share", lambda mi_: np.zeros(mi_.n_pools))
     cpu_mem_only = simple_bound(mi)
     assert cpu_mem_only < with_gpus <= full_lp + 1e-7, (cpu_mem_only, with_gpus, full_lp)
+
+
+def test_an_unfinished_search_takes_the_share_bound_computed_beside_its_mips() -> None:
+    """One CG round, no Lagrangian bound: the share bound, computed in a thread while the MIPs
+    run, is the search's bound, valid below the optimum."""
+    mi, starts, _lp, optimum = _case(0)
+    res = search_mod.search(mi, starts=starts, time_limit_s=10, seed=0, max_rounds=1)
+    assert res is not None and not res.proven
+    assert res.lower_bound == pytest.approx(min(share_bound_mod.simple_bound(mi), res.objective), rel=1e-6)
+    assert res.lower_bound <= optimum + 1e-6 <= res.objective + 2e-6
