@@ -6,10 +6,10 @@ in-process watchdog (Master.solve_mip) cannot hold a request's time limit. A pro
 killed. The child sends every improving solution as HiGHS finds it, so a kill keeps the best
 one found before the limit.
 
-One child per calling thread (concurrent requests do not queue behind each other), kept
-alive between MIPs (starting one costs ~0.5 s of imports; `prestart` overlaps that with the
-caller's work) and replaced after a kill. A new interpreter, not a fork: a fork would copy
-HiGHS' thread-pool state without its threads.
+One child per calling thread (concurrent requests do not queue behind each other). It is kept
+between MIPs, since starting one costs ~0.5 s of imports (`prestart` overlaps that with the
+caller's work), exits after IDLE_EXIT_S without a MIP, and is replaced after a kill. A new
+interpreter, not a fork: a fork would copy HiGHS' thread-pool state without its threads.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from broker.pooltable import FloatArray
 # how long past its limit a child may take to report before it is killed (HiGHS' own clock
 # stops it at the limit when it can; this covers the reply of a big solution)
 GRACE_S = 0.25
+# a child with no MIP for this long exits (read by the child: its environment can change it)
+IDLE_EXIT_S = float(os.environ.get("BROKER_MIP_IDLE_EXIT_S", "600"))
 _ARRAYS = ("col_cost_", "col_lower_", "col_upper_", "row_lower_", "row_upper_")
 
 
@@ -84,6 +86,8 @@ def _serve(jobs: Connection, conn: Connection) -> None:
     """The child: one MIP per message until the pipe closes."""
     while True:
         try:
+            if not jobs.poll(IDLE_EXIT_S):  # idle: free its memory (the next MIP starts another)
+                return
             job = jobs.recv()
         except EOFError:
             return

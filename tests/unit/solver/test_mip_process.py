@@ -76,3 +76,16 @@ def test_a_child_that_died_is_replaced() -> None:
     second = mip_process.solve(small, time_limit_s=10, options={}, hint=None)
     assert first.status == second.status == "optimal"
     assert second.value == pytest.approx(first.value)
+
+
+def test_an_idle_child_exits_and_the_next_mip_starts_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    small = mip_process.model_of(_knapsacks(8, 2, seed=4))
+    monkeypatch.setenv("BROKER_MIP_IDLE_EXIT_S", "0.5")  # the child reads it when it starts
+    monkeypatch.setattr(mip_process, "_local", type(mip_process._local)())  # a child of this test's own
+    first = mip_process.solve(small, time_limit_s=10, options={}, hint=None)
+    child = mip_process._child()
+    child.proc.wait(timeout=10)  # it exits by itself
+    again = mip_process.solve(small, time_limit_s=10, options={}, hint=None)
+    assert first.status == again.status == "optimal"
+    assert mip_process._child().proc.pid != child.proc.pid
+    mip_process._child().kill()
