@@ -37,10 +37,9 @@ from broker.solver.universe import Universe, make_universe
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 # what the Lagrangian bound costs per universe column (measured: 1.5-2 s at 2.2 M columns)
 BOUND_SECONDS_PER_COL = 1.0e-6
-# LNS helps at 300 workloads (2.2 M columns); at 3,000 (14.7 M) its MIPs (11-32k columns) overran
-# their limits in cut separation and found nothing better. Above this size the second neighbourhood
-# offers each class its best-priced column on the LP's pools, not its 5 best (15k columns at 3,000:
-# 26 s for an 8 s limit; with 1, 6.4k columns, solved in 4.1 s: 1,350.5 -> 1,341.9 $/h)
+# above this size the second neighbourhood offers each class its best-priced column on the LP's
+# pools, not its 5 best (15k columns at 3,000 workloads: 26 s for an 8 s limit; with 1, 6.4k
+# columns, solved in 4.1 s: 1,350.5 -> 1,341.9 $/h), and RENS and it get more of the time
 NEIGHBOURHOOD_MAX_COLS = 5_000_000
 # universe columns between which CG starts with loose fit rows (the CI-sized request has 69k, 300
 # workloads 2.15 M, 3,000 14.7 M). Above, one CG round fits the time, so the loose phase cannot
@@ -346,8 +345,10 @@ def search(
 
     def improve(cols: IntArray, seconds: float, free: BoolArray | None = None) -> bool:
         """A small MIP over `cols` and the incumbent's columns, warm-started; keeps a better answer.
-        With `free`, the other classes keep their replicas. True when the MIP was solved."""
+        With `free`, the other classes keep their replicas. True when the MIP was solved. The
+        `seconds` count from the call: building the model and a child's kill grace come out of them."""
         nonlocal incumbent, ub
+        deadline = time.perf_counter() + seconds
         if incumbent is None:
             sub = Master(mi, lay, uni)
             sub.add_columns(cols)
@@ -363,6 +364,7 @@ def search(
             if free is not None:
                 sub.hold(free, incumbent)
         big = sub.n_cols >= ISOLATE_MIN_COLS
+        seconds = deadline - time.perf_counter() - (mip_process.GRACE_S if big else 0.0)
         rs = sub.solve_mip(time_limit_s=seconds, seed=seed, hint=hint(sub), rel_gap=rel_gap / 4, isolated=big)
         if rs.status in ("optimal", "feasible"):
             xs = sub.placement(rs.x)
@@ -379,7 +381,9 @@ def search(
         # RENS needed 2.4 s at 3,000 workloads once (1,397 with 1.3 s): it gets more time there
         small = uni.size <= NEIGHBOURHOOD_MAX_COLS
         improve(lp_support, (0.25 if small else RENS_BIG) * left())
-        if incumbent is not None and ub - z_lp > rel_gap * ub:
+        # before CG converges the restricted LP bounds nothing: only a proven gap ends the search
+        # (20,000 workloads: RENS within 1 % of it ended the search 20 s early)
+        if incumbent is not None and (not converged or ub - z_lp > rel_gap * ub):
             # then every class may move onto any pool the LP uses (its 5 best there by reduced
             # cost, 1 on big requests): whole nodes shared with other classes. All columns there
             # (8k at 300 workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit, so
@@ -392,12 +396,13 @@ def search(
             second = np.union1d(lp_support, best)
             if len(second) <= FINAL_MIP_MAX_COLS:
                 improve(second, (0.5 if small else SECOND_BIG) * left())
-    if incumbent is not None and ub - z_lp > rel_gap * ub and uni.size <= NEIGHBOURHOOD_MAX_COLS:
+    if incumbent is not None and (not converged or ub - z_lp > rel_gap * ub):
         # large-neighbourhood search (lns.py): a few classes at a time re-placed around the open
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
-        # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. Not above 5 M
-        # universe columns: at 3,000 its MIPs (16-32k columns for 30 classes) did not finish in
-        # 1.5 s, one ran 10 s, and none found a better answer
+        # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. On big requests it
+        # takes what the second neighbourhood leaves (3,000 workloads: 1,350.1 -> 1,344.5 $/h in
+        # 5 MIPs; 20,000, after RENS, which the restricted LP called within 1 %: 8,917.1 -> 8,907.6
+        # in 8); their MIPs overran 1.5 s limits by up to 9 s in process, the child's kill holds them
         end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.85) * left()
         rng = np.random.default_rng(seed)
         # neighbourhoods grow while their MIPs finish fast and shrink when they run out of time
@@ -414,7 +419,7 @@ def search(
                 _best_per_class(uni.cols, rc_x, free[priced_cls], best_k),
             ]
             before = ub
-            solved = improve(np.concatenate(offer), min(LNS_MIP_S, end - now), free)
+            solved = improve(np.concatenate(offer), min(LNS_MIP_S, end - time.perf_counter()), free)
             if solved and free.all() and ub >= before:
                 # every class was free and nothing better exists among what was offered: offer
                 # more of the best-priced columns (at 300 workloads the search stopped 9 s early)
