@@ -307,7 +307,8 @@ def test_an_unfinished_search_takes_the_share_bound_computed_beside_its_mips() -
     """One CG round, no Lagrangian bound: the share bound, computed in a thread while the MIPs
     run, is the search's bound, valid below the optimum."""
     mi, starts, _lp, optimum = _case(0)
-    res = search_mod.search(mi, starts=starts, time_limit_s=10, seed=0, max_rounds=1)
+    res = search_mod.search(mi, starts=starts, time_limit_s=3, seed=0, max_rounds=1)
     assert res is not None and not res.proven
-    assert res.lower_bound == pytest.approx(min(share_bound_mod.simple_bound(mi), res.objective), rel=1e-6)
+    # at least the best single split's value (its ascent ran for as long as the MIPs had)
+    assert res.lower_bound >= min(share_bound_mod.simple_bound(mi, iterations=0), res.objective) - 1e-6
     assert res.lower_bound <= optimum + 1e-6 <= res.objective + 2e-6
