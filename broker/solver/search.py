@@ -343,12 +343,11 @@ def search(
     mine = _columns_of(incumbent, uni.cols)
     m.add_columns(mine)
 
-    def improve(cols: IntArray, seconds: float, free: BoolArray | None = None) -> bool:
+    def improve(cols: IntArray, seconds: float, free: BoolArray | None = None, until: float = math.inf) -> bool:
         """A small MIP over `cols` and the incumbent's columns, warm-started; keeps a better answer.
-        With `free`, the other classes keep their replicas. True when the MIP was solved. The
-        `seconds` count from the call: building the model and a child's kill grace come out of them."""
+        With `free`, the other classes keep their replicas. True when the MIP was solved. A child's
+        kill grace comes out of `seconds`, and the MIP ends by `until` (model building included)."""
         nonlocal incumbent, ub
-        deadline = time.perf_counter() + seconds
         if incumbent is None:
             sub = Master(mi, lay, uni)
             sub.add_columns(cols)
@@ -364,7 +363,7 @@ def search(
             if free is not None:
                 sub.hold(free, incumbent)
         big = sub.n_cols >= ISOLATE_MIN_COLS
-        seconds = deadline - time.perf_counter() - (mip_process.GRACE_S if big else 0.0)
+        seconds = min(seconds, until - time.perf_counter()) - (mip_process.GRACE_S if big else 0.0)
         rs = sub.solve_mip(time_limit_s=seconds, seed=seed, hint=hint(sub), rel_gap=rel_gap / 4, isolated=big)
         if rs.status in ("optimal", "feasible"):
             xs = sub.placement(rs.x)
@@ -400,9 +399,10 @@ def search(
         # large-neighbourhood search (lns.py): a few classes at a time re-placed around the open
         # nodes, for most of what is left; the MIP below keeps the rest (it proves small requests).
         # 300 workloads: 1.07-1.21 % where the final MIP alone left 1.27-1.49 %. On big requests it
-        # takes what the second neighbourhood leaves (3,000 workloads: 1,350.1 -> 1,344.5 $/h in
-        # 5 MIPs; 20,000, after RENS, which the restricted LP called within 1 %: 8,917.1 -> 8,907.6
-        # in 8); their MIPs overran 1.5 s limits by up to 9 s in process, the child's kill holds them
+        # takes what the second neighbourhood leaves (20,000 workloads, after RENS, which the
+        # restricted LP called within 1 %: 8,917.1 -> 8,905-8,908 over three runs; 3,000: its
+        # neighbourhoods offer 72-74k columns and found nothing better in a traced run); their
+        # MIPs overran 1.5 s limits by up to 9 s in process, the child's kill holds them
         end = time.perf_counter() + (LNS_SHARE if m.n_cols <= FINAL_MIP_MAX_COLS else 0.85) * left()
         rng = np.random.default_rng(seed)
         # neighbourhoods grow while their MIPs finish fast and shrink when they run out of time
@@ -410,7 +410,8 @@ def search(
         priced_cls = uni.cols.cls(rc_x.idx)
         lp_cls = uni.cols.cls(lp_support)
         best_k = LNS_BEST_PRICED
-        while incumbent is not None and (now := time.perf_counter()) < end - 0.1:
+        # not a MIP that would get less than a third of its time (building its model takes some)
+        while incumbent is not None and (now := time.perf_counter()) < end - LNS_MIP_S / 3:
             nodes = class_nodes(mi, incumbent)
             free = pick_classes(mi, incumbent, nodes, rng, int(target))
             offer = [
@@ -419,7 +420,7 @@ def search(
                 _best_per_class(uni.cols, rc_x, free[priced_cls], best_k),
             ]
             before = ub
-            solved = improve(np.concatenate(offer), min(LNS_MIP_S, end - time.perf_counter()), free)
+            solved = improve(np.concatenate(offer), LNS_MIP_S, free, until=end)
             if solved and free.all() and ub >= before:
                 # every class was free and nothing better exists among what was offered: offer
                 # more of the best-priced columns (at 300 workloads the search stopped 9 s early)
