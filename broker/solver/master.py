@@ -281,15 +281,23 @@ class Master:
         """The MIP over the model's columns; `isolated`: in a child process killed at the limit
         (mip_process.py), for MIPs big enough that HiGHS' cut separation can overrun it."""
         self.make_integer()
-        if isolated:
-            out = mip_process.solve(
-                mip_process.model_of(self.h),
-                time_limit_s=max(0.05, time_limit_s),
-                options={"mip_rel_gap": rel_gap, "random_seed": int(seed)},
-                hint=hint,
-            )
-            x = np.round(out.x[self.x_col]) if len(out.x) else np.zeros(0)
-            return MIPResult(out.status, out.value, out.bound, x)
+        out = (self._solve_isolated if isolated else self._solve_here)(time_limit_s, seed, hint, rel_gap)
+        x = np.round(out.x[self.x_col]) if len(out.x) else np.zeros(0)
+        return MIPResult(out.status, out.value, out.bound, x)
+
+    def _solve_isolated(
+        self, time_limit_s: float, seed: int, hint: FloatArray | None, rel_gap: float
+    ) -> mip_process.Outcome:
+        return mip_process.solve(
+            mip_process.model_of(self.h),
+            time_limit_s=max(0.05, time_limit_s),
+            options={"mip_rel_gap": rel_gap, "random_seed": int(seed)},
+            hint=hint,
+        )
+
+    def _solve_here(
+        self, time_limit_s: float, seed: int, hint: FloatArray | None, rel_gap: float
+    ) -> mip_process.Outcome:
         h = self.h
         h.setOptionValue("time_limit", max(0.05, time_limit_s))
         h.setOptionValue("mip_rel_gap", rel_gap)
@@ -306,19 +314,7 @@ class Master:
             h.run()
         finally:
             watchdog.cancel()
-        status = h.getModelStatus()
-        info = h.getInfo()
-        if status == highspy.HighsModelStatus.kInfeasible:
-            return MIPResult("infeasible", math.inf, math.inf, np.zeros(0))
-        if info.primal_solution_status != 2:  # kSolutionStatusFeasible
-            return MIPResult("unknown", math.inf, float(info.mip_dual_bound), np.zeros(0))
-        col = np.asarray(h.getSolution().col_value)
-        return MIPResult(
-            "optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible",
-            float(info.objective_function_value),
-            float(info.mip_dual_bound),
-            np.round(col[self.x_col]),
-        )
+        return mip_process.outcome_of(h)
 
     def placement(self, xv: FloatArray) -> Placement:
         cls, pool = self.x_keys()

@@ -65,6 +65,19 @@ def model_of(h: highspy.Highs) -> dict[str, Any]:
     return out
 
 
+def outcome_of(h: highspy.Highs) -> Outcome:
+    """What a finished (or cancelled) MIP run of `h` found, every column of its solution."""
+    status = h.getModelStatus()
+    info = h.getInfo()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return Outcome("infeasible", math.inf, math.inf, np.zeros(0))
+    if info.primal_solution_status != 2:  # kSolutionStatusFeasible
+        return Outcome("unknown", math.inf, float(info.mip_dual_bound), np.zeros(0))
+    kind = "optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible"
+    x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    return Outcome(kind, float(info.objective_function_value), float(info.mip_dual_bound), x)
+
+
 def _build(model: dict[str, Any]) -> highspy.Highs:
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_, lp.offset_ = model["num_col"], model["num_row"], model["offset"]
@@ -105,16 +118,8 @@ def _serve(jobs: Connection, conn: Connection) -> None:
             n = len(job["hint"])
             h.setSolution(n, np.arange(n, dtype=np.int32), job["hint"])
         h.run()
-        status = h.getModelStatus()
-        info = h.getInfo()
-        if status == highspy.HighsModelStatus.kInfeasible:
-            conn.send(("done", "infeasible", math.inf, math.inf, np.zeros(0)))
-        elif info.primal_solution_status != 2:  # kSolutionStatusFeasible
-            conn.send(("done", "unknown", math.inf, float(info.mip_dual_bound), np.zeros(0)))
-        else:
-            kind = "optimal" if status == highspy.HighsModelStatus.kOptimal else "feasible"
-            x = np.asarray(h.getSolution().col_value, dtype=np.float64)
-            conn.send(("done", kind, float(info.objective_function_value), float(info.mip_dual_bound), x))
+        out = outcome_of(h)
+        conn.send(("done", out.status, out.value, out.bound, out.x))
 
 
 _ENTRY = "import sys; from broker.solver.mip_process import main; main(sys.argv[1:])"
