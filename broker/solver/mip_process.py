@@ -198,15 +198,13 @@ def solve(
                     return Outcome(status, value, bound, x)
                 if best is None or msg[1] < best[0]:
                     best = (msg[1], msg[2])
+            died = False
         except (EOFError, OSError):  # the child died: what it sent stands, or a new one tries
-            child.kill()
-            _local.child = None
-            if best is None and attempt == 0:
-                continue
-            break
-        child.kill()  # past the limit: only a kill stops HiGHS' cut loop
+            died = True
+        child.kill()  # dead, or past the limit: only a kill stops HiGHS' cut loop
         _local.child = None
-        break
+        if not (died and best is None and attempt == 0):
+            break
     if best is None:
         return Outcome("unknown", math.inf, -math.inf, np.zeros(0), killed=True)
     return Outcome("feasible", best[0], -math.inf, best[1], killed=True)
