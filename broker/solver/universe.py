@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from broker.pooltable import IntArray
 from broker.solver.model import Index, Layout, ModelInput, XColumns, ranges, x_columns
@@ -58,14 +59,18 @@ class Universe:
 
 def make_universe(mi: ModelInput, lay: Layout) -> Universe:
     cols = x_columns(mi, lay)
-    # pools fit 16 bits on the pruned public catalog: numpy then sorts by radix, ~10x faster
-    key = cols.pool.astype(np.uint16) if mi.n_pools < 1 << 16 else cols.pool
-    order: Index = np.argsort(key, kind="stable").astype(np.int32 if cols.size < 1 << 31 else np.int64)
-    del key
-    sp = cols.pool[order]
-    starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if len(sp) else np.zeros(0, dtype=np.int64)
-    seg_pool = sp[starts].astype(np.int64) if len(sp) else np.zeros(0, dtype=np.int64)
-    del sp
+    # class-by-class to pool-by-pool is a CSR -> CSC conversion: scipy's counting sort, stable
+    # within a pool, one pass (70.8 M columns: 2.8 s, a radix argsort and its int32 copy 5.5 s)
+    idx = np.int32 if cols.size < 1 << 31 else np.int64
+    by_class = sp.csr_matrix(
+        (np.arange(cols.size, dtype=idx), cols.pool, cols.starts.astype(idx)), shape=(len(mi.classes), mi.n_pools)
+    )
+    by_pool = by_class.tocsc()
+    del by_class
+    order: Index = by_pool.data
+    seg_pool = np.flatnonzero(np.diff(by_pool.indptr)).astype(np.int64)
+    starts = by_pool.indptr[seg_pool].astype(np.int64)
+    del by_pool
     seg_of_pool = np.full(mi.n_pools, -1, dtype=np.int64)
     seg_of_pool[seg_pool] = np.arange(len(seg_pool))
     return Universe(
