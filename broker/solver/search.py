@@ -64,6 +64,10 @@ SHARE_BOUND_SHARE, RENS_BIG, SECOND_BIG = 0.8, 0.6, 0.9
 # cut separation overran by 12 s at 7.6k columns; below this size none was seen to overrun, and the
 # CI-sized request's MIPs stay in process (no pipe, no child to start)
 ISOLATE_MIN_COLS = 2_000
+# column generation stops when its next round would end past this share of the time left, which
+# is kept for the MIPs: 3,000 workloads got two rounds with a half (2.20 % gap) and three with
+# 0.35 (1.81 %, the same in two runs each); 0.2-0.3 gave three or four rounds and 1.65-2.0 %
+CG_END = 0.35
 
 
 @dataclass
@@ -80,29 +84,45 @@ class SearchResult:
 def initial_columns(mi: ModelInput, u: Universe, *, per_class: int = 4, sites_extra: int = 2) -> IntArray:
     """A small start: each class's cheapest pools (whole nodes alone, and divisible nodes),
     its cheapest pool at a few more sites when it must spread, and owned pools. Per class with
-    scalar demands (ModelInput.fit gathers them per column: 10.9 s at 20,000 workloads)."""
+    scalar demands (ModelInput.fit gathers them per column: 10.9 s at 20,000 workloads), and what
+    only the candidate set and demand decide once for the classes that share them (20,000
+    workloads: 10,255 classes, 1,220 such pairs)."""
     chosen: list[IntArray] = []
     start = 0
     finite = np.isfinite(mi.max_nodes)
+    shared: dict[tuple[int, tuple[float, ...]], tuple[FloatArray, FloatArray, FloatArray, IntArray]] = {}
+    by_site: dict[int, tuple[IntArray, IntArray]] = {}  # per candidate set: positions by site, group starts
     for c in mi.classes:
         cand = c.cand
         first = start
         start += len(cand)
-        cost = mi.node_cost[cand]
-        vc, me = mi.vcpus[cand], mi.mem[cand]
-        cpu, mem, gpu = c.demand
-        exact = per_node_exact(cpu, mem, gpu, vc, me, mi.gpus[cand])
-        whole = cost / np.maximum(np.minimum(np.floor(exact + 1e-9), c.replicas), 1.0) + c.rep_cost
+        key = (id(cand), tuple(c.demand.tolist()))
+        if key not in shared:
+            cost = mi.node_cost[cand]
+            cpu, mem, gpu = c.demand
+            vc, me = mi.vcpus[cand], mi.mem[cand]
+            fit = np.floor(per_node_exact(cpu, mem, gpu, vc, me, mi.gpus[cand]) + 1e-9)
+            with np.errstate(divide="ignore"):
+                share = cost * np.maximum(cpu / vc, mem / me)
+            shared[key] = (cost, fit, share, np.flatnonzero(finite[cand])[:20])
+        cost, fit, share, owned = shared[key]
+        whole = cost / np.maximum(np.minimum(fit, c.replicas), 1.0) + c.rep_cost
         k = min(per_class, len(cand))
         chosen.append(first + np.argpartition(whole, k - 1)[:k])
-        with np.errstate(divide="ignore"):
-            frac = cost * np.maximum(cpu / vc, mem / me) + c.rep_cost
-        chosen.append(first + np.argpartition(frac, k - 1)[:k])
+        chosen.append(first + np.argpartition(share + c.rep_cost, k - 1)[:k])
         if c.min_sites > 1:
-            order = np.argsort(whole, kind="stable")
-            _, at = np.unique(mi.site_idx[cand[order]], return_index=True)
-            chosen.append(first + order[np.sort(at)][: c.min_sites + sites_extra])
-        chosen.append(first + np.flatnonzero(finite[cand])[:20])
+            # each site's cheapest pool (ties: the first), the sites ordered by it
+            if id(cand) not in by_site:
+                pos = np.argsort(mi.site_idx[cand], kind="stable")
+                sites = mi.site_idx[cand[pos]]
+                by_site[id(cand)] = pos, np.flatnonzero(np.r_[True, sites[1:] != sites[:-1]])
+            pos, starts = by_site[id(cand)]
+            grouped = whole[pos]
+            low = np.minimum.reduceat(grouped, starts)
+            at_low = np.where(grouped == np.repeat(low, np.diff(np.r_[starts, len(pos)])), pos, len(pos))
+            best = np.minimum.reduceat(at_low, starts)
+            chosen.append(first + best[np.lexsort((best, low))][: c.min_sites + sites_extra])
+        chosen.append(first + owned)
     return np.unique(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
 
 
@@ -269,8 +289,8 @@ def search(
     for rounds in range(1, max_rounds + 1):
         round_start = time.perf_counter()
         # a round's LP can take seconds on big requests: never past the request's time
-        # (after the first, a round must end by 55 % of the time: one cut off is time lost)
-        lp = m.solve_lp(time_limit_s=left() - (0.1 if rounds == 1 else 0.45) * time_limit_s)
+        # (after the first, a round must end before the MIPs' share, CG_END, less 5 %: one cut off is time lost)
+        lp = m.solve_lp(time_limit_s=left() - (0.1 if rounds == 1 else CG_END - 0.05) * time_limit_s)
         if lp is None:
             break
         z_lp = lp.value
@@ -296,10 +316,10 @@ def search(
         lag_s = BOUND_SECONDS_PER_COL * uni.size
         lag_ok = 1.5 * lag_s < 0.5 * time_limit_s
         # stop when the next round, three times as long as this one (LPs grow: 20,000 workloads,
-        # 8 s then 30 s), would end past half the time: an LP cut off by its limit is time lost,
+        # 8 s then 30 s), would end in the MIPs' share of the time: an LP cut off by its limit is time lost,
         # and a bigger LP support made the RENS MIP's cut separation run 46 s past its limit there
         round_s = time.perf_counter() - round_start
-        if left() < time_limit_s * 0.5 + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s:
+        if left() < time_limit_s * CG_END + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s:
             if lag_ok:
                 lagrangian = lagrangian_bound(mi, uni, m, lp.row_dual)
             break
@@ -316,7 +336,7 @@ def search(
         # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
         # LP is re-solved (3,000 workloads: 1.1 s, and RENS 1,350.5 where the loose support gave 1,364.7)
         m.tighten()
-        tight = m.solve_lp(time_limit_s=min(left() - 0.45 * time_limit_s, 0.15 * time_limit_s))
+        tight = m.solve_lp(time_limit_s=min(left() - (CG_END - 0.05) * time_limit_s, 0.15 * time_limit_s))
         if tight is not None:
             z_lp = tight.value
             lp_x = _round_lp(mi, *m.x_keys(), tight.x)
