@@ -84,45 +84,43 @@ class SearchResult:
 def initial_columns(mi: ModelInput, u: Universe, *, per_class: int = 4, sites_extra: int = 2) -> IntArray:
     """A small start: each class's cheapest pools (whole nodes alone, and divisible nodes),
     its cheapest pool at a few more sites when it must spread, and owned pools. Per class with
-    scalar demands (ModelInput.fit gathers them per column: 10.9 s at 20,000 workloads), and what
-    only the candidate set and demand decide once for the classes that share them (20,000
-    workloads: 10,255 classes, 1,220 such pairs)."""
+    scalar demands (ModelInput.fit gathers them per column: 10.9 s at 20,000 workloads), what only
+    the candidate set and demand decide computed once for the classes that share them (20,000
+    workloads: 10,255 classes, 1,220 such groups; 6.8 -> 2.0 s), one group at a time."""
     chosen: list[IntArray] = []
-    start = 0
+    first = np.r_[0, np.cumsum([len(c.cand) for c in mi.classes])]
     finite = np.isfinite(mi.max_nodes)
-    shared: dict[tuple[int, tuple[float, ...]], tuple[FloatArray, FloatArray, FloatArray, IntArray]] = {}
-    by_site: dict[int, tuple[IntArray, IntArray]] = {}  # per candidate set: positions by site, group starts
-    for c in mi.classes:
-        cand = c.cand
-        first = start
-        start += len(cand)
-        key = (id(cand), tuple(c.demand.tolist()))
-        if key not in shared:
-            cost = mi.node_cost[cand]
-            cpu, mem, gpu = c.demand
-            vc, me = mi.vcpus[cand], mi.mem[cand]
-            fit = np.floor(per_node_exact(cpu, mem, gpu, vc, me, mi.gpus[cand]) + 1e-9)
-            with np.errstate(divide="ignore"):
-                share = cost * np.maximum(cpu / vc, mem / me)
-            shared[key] = (cost, fit, share, np.flatnonzero(finite[cand])[:20])
-        cost, fit, share, owned = shared[key]
-        whole = cost / np.maximum(np.minimum(fit, c.replicas), 1.0) + c.rep_cost
+    groups: dict[tuple[int, tuple[float, ...]], list[int]] = {}
+    for i, c in enumerate(mi.classes):
+        groups.setdefault((id(c.cand), tuple(c.demand.tolist())), []).append(i)
+    for members in groups.values():
+        cand = mi.classes[members[0]].cand
+        cost = mi.node_cost[cand]
+        cpu, mem, gpu = mi.classes[members[0]].demand
+        vc, me = mi.vcpus[cand], mi.mem[cand]
+        fit = np.floor(per_node_exact(cpu, mem, gpu, vc, me, mi.gpus[cand]) + 1e-9)
+        with np.errstate(divide="ignore"):
+            share = cost * np.maximum(cpu / vc, mem / me)
+        owned = np.flatnonzero(finite[cand])[:20]
         k = min(per_class, len(cand))
-        chosen.append(first + np.argpartition(whole, k - 1)[:k])
-        chosen.append(first + np.argpartition(share + c.rep_cost, k - 1)[:k])
-        if c.min_sites > 1:
-            # each site's cheapest pool (ties: the first), the sites ordered by it
-            if id(cand) not in by_site:
-                pos = np.argsort(mi.site_idx[cand], kind="stable")
-                sites = mi.site_idx[cand[pos]]
-                by_site[id(cand)] = pos, np.flatnonzero(np.r_[True, sites[1:] != sites[:-1]])
-            pos, starts = by_site[id(cand)]
-            grouped = whole[pos]
-            low = np.minimum.reduceat(grouped, starts)
-            at_low = np.where(grouped == np.repeat(low, np.diff(np.r_[starts, len(pos)])), pos, len(pos))
-            best = np.minimum.reduceat(at_low, starts)
-            chosen.append(first + best[np.lexsort((best, low))][: c.min_sites + sites_extra])
-        chosen.append(first + owned)
+        pos = starts = np.zeros(0, dtype=np.int64)
+        if any(mi.classes[i].min_sites > 1 for i in members):
+            pos = np.argsort(mi.site_idx[cand], kind="stable")
+            sites = mi.site_idx[cand[pos]]
+            starts = np.flatnonzero(np.r_[True, sites[1:] != sites[:-1]])
+        for i in members:
+            c = mi.classes[i]
+            whole = cost / np.maximum(np.minimum(fit, c.replicas), 1.0) + c.rep_cost
+            chosen.append(first[i] + np.argpartition(whole, k - 1)[:k])
+            chosen.append(first[i] + np.argpartition(share + c.rep_cost, k - 1)[:k])
+            if c.min_sites > 1:
+                # each site's cheapest pool (ties: the first), the sites ordered by it
+                grouped = whole[pos]
+                low = np.minimum.reduceat(grouped, starts)
+                at_low = np.where(grouped == np.repeat(low, np.diff(np.r_[starts, len(pos)])), pos, len(pos))
+                best = np.minimum.reduceat(at_low, starts)
+                chosen.append(first[i] + best[np.lexsort((best, low))][: c.min_sites + sites_extra])
+            chosen.append(first[i] + owned)
     return np.unique(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
 
 
