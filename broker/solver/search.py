@@ -31,7 +31,7 @@ from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
 from broker.solver.pricing import ColumnCosts, column_reduced_costs, pool_reduced_costs
-from broker.solver.share_bound import simple_bound
+from broker.solver.share_bound import EgressColumns, simple_bound
 from broker.solver.universe import Universe, make_universe
 
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
@@ -346,7 +346,8 @@ def search(
     share_bound: Future[float] | None = None
     if not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
         pool = ThreadPoolExecutor(1, thread_name_prefix="share-bound")
-        share_bound = pool.submit(simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left())
+        egress = EgressColumns(lay.e_class, lay.e_peer, lay.e_site, lay.e_cost)
+        share_bound = pool.submit(simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left(), egress=egress)
         pool.shutdown(wait=False)  # the thread ends with its one task
     candidates: list[ClassPlacement] = []
     if lp_x is not None and _feasible(mi, lp_x, class_nodes(mi, lp_x)):

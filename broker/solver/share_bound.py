@@ -15,6 +15,13 @@ node) and splits the rest (300 workloads: 124.2 -> 127.0 $/h; 3,000: 1,300 -> 1,
 - a spot cap keeps all but `spot_cap` of them on non-spot pools;
 - spread (sum_s min(x_s, K) >= m K) keeps (m - 1) K of them off the cheapest site.
 
+Egress (given the layout's egress columns): a class k that sends traffic to v pays, per site s
+it leaves from, at least e_ks (f_s - g_s)^+ (f, g: the two classes' shares of replicas per site).
+With each class's replicas priced at their site minima a_s, b_s, the pair costs at least
+min(min_s R_k a_s + R_v b_s, min_s (R_k a_s + e_ks) + R_v min b): the LP over (f, g) is a
+network matrix, so some optimum puts each class at one site. The bound adds, for a matching of
+dependency pairs (no class twice), how far that floor lies above the two classes' own floors.
+
 The best single split for all pools is found by golden-section search (the plain total is
 concave in it); from there projected subgradient ascent moves each pool's own split along the
 subgradient of the floored per-class terms, and the best split seen gives the bound (300
@@ -43,6 +50,17 @@ MIN_STEPS = 5
 STEP = 0.3  # the first step moves a pool's split by at most this much (0.1 and 0.6 did no better)
 
 
+@dataclass(frozen=True)
+class EgressColumns:
+    """The layout's egress columns: class k's traffic to v leaving site s costs `cost` per unit
+    of k's share of replicas at s that v does not match there."""
+
+    k: IntArray
+    v: IntArray
+    site: IntArray
+    cost: FloatArray
+
+
 @dataclass
 class _Columns:
     """The (class, pool) columns that can be the cheapest of their segment at some split.
@@ -61,6 +79,7 @@ class _Columns:
     seg_spot: BoolArray
     group_start: IntArray  # per group: its first segment
     group_class: IntArray
+    group_site: IntArray  # -1 for classes not split by site
     class_seg: IntArray  # per class: its first segment
     class_group: IntArray  # per class: its first group
     replicas: FloatArray  # per class
@@ -74,6 +93,8 @@ class _Point:
     """The floors at one split."""
 
     value: float
+    floor: FloatArray  # per class
+    group_min: FloatArray  # per group (a class's cheapest column at one site)
     seg_min: FloatArray
     seg_argmin: IntArray  # column
     low: FloatArray  # per class: cheapest column
@@ -83,21 +104,71 @@ class _Point:
     choice: IntArray  # which floor holds: 0 plain, 1 spot cap, 2 spread
 
 
-def simple_bound(mi: ModelInput, *, time_budget_s: float = math.inf, iterations: int = ITERATIONS) -> float:
+def simple_bound(
+    mi: ModelInput,
+    *,
+    time_budget_s: float = math.inf,
+    iterations: int = ITERATIONS,
+    egress: EgressColumns | None = None,
+) -> float:
     """Sum of the classes' floors at the best per-pool cpu/memory split found within the time
-    budget, after at least MIN_STEPS steps (iterations=0: the best single split); every split
-    gives a valid bound."""
+    budget, after at least MIN_STEPS steps (iterations=0: the best single split), plus what the
+    dependency pairs' egress adds at that split; every split gives a valid bound."""
     started = time.perf_counter()
-    cols = _columns(mi)
+    paired = np.zeros(len(mi.classes), dtype=bool)
+    if egress is not None and len(egress.k):
+        paired[egress.k] = paired[egress.v] = True
+    cols = _columns(mi, paired)
     lam, best = _best_global_split(cols)
+    best_lam = lam
     for k in range(iterations):
         if k >= MIN_STEPS and time.perf_counter() - started > time_budget_s:
             break
         point = _evaluate(cols, lam)
-        best = max(best, point.value)
+        if point.value > best:
+            best, best_lam = point.value, lam
         at, weight = _cheapest_columns(cols, point)
         lam = _ascend(cols, lam, at, weight, STEP / math.sqrt(k + 1))
+    if paired.any() and egress is not None:
+        point = _evaluate(cols, best_lam)
+        best = max(best, point.value + _egress_gain(cols, point, egress))
     return best
+
+
+def _egress_gain(cols: _Columns, pt: _Point, egress: EgressColumns) -> float:
+    """What a matching of dependency pairs adds to the sum of floors (module docstring): the
+    pairs by the most each could add, each class in one pair at most."""
+    site_min: dict[int, dict[int, float]] = {}  # per paired class: site -> cheapest column there
+
+    def at_sites(c: int) -> dict[int, float]:
+        if c not in site_min:
+            g0 = cols.class_group[c]
+            g1 = cols.class_group[c + 1] if c + 1 < len(cols.class_group) else len(cols.group_start)
+            site_min[c] = dict(zip(cols.group_site[g0:g1].tolist(), pt.group_min[g0:g1].tolist(), strict=True))
+        return site_min[c]
+
+    leave: dict[tuple[int, int], dict[int, float]] = {}
+    for k, v, s, cost in zip(
+        egress.k.tolist(), egress.v.tolist(), egress.site.tolist(), egress.cost.tolist(), strict=True
+    ):
+        at = leave.setdefault((k, v), {})
+        at[s] = at.get(s, 0.0) + cost
+    gains: list[tuple[float, int, int]] = []
+    for (k, v), out in leave.items():
+        a, b = at_sites(k), at_sites(v)
+        rk, rv = float(cols.replicas[k]), float(cols.replicas[v])
+        together = min((rk * a[s] + rv * b[s] for s in a.keys() & b.keys()), default=math.inf)
+        apart = min(rk * price + out.get(s, 0.0) for s, price in a.items()) + rv * float(pt.low[v])
+        gain = min(together, apart) - float(pt.floor[k] + pt.floor[v])
+        if gain > 0 and math.isfinite(gain):
+            gains.append((gain, k, v))
+    used: set[int] = set()
+    total = 0.0
+    for gain, k, v in sorted(gains, reverse=True):
+        if k not in used and v not in used:
+            used |= {k, v}
+            total += gain
+    return total
 
 
 def _best_global_split(cols: _Columns) -> tuple[FloatArray, float]:
@@ -130,8 +201,9 @@ def _evaluate(cols: _Columns, lam: FloatArray) -> _Point:
     low = np.minimum.reduceat(group_min, cols.class_group)
     nonspot = np.minimum.reduceat(np.where(cols.seg_spot, np.inf, seg_min), cols.class_seg)
     first_group = _first_of_each(np.flatnonzero(group_min == low[cols.group_class]), cols.group_class)
-    group_min[first_group] = np.inf
-    other = np.minimum.reduceat(group_min, cols.class_group)
+    off_first = group_min.copy()
+    off_first[first_group] = np.inf
+    other = np.minimum.reduceat(off_first, cols.class_group)
 
     r, cap, off = cols.replicas, cols.spot_cap, cols.off
     spot_holds = (cap < r) & np.isfinite(nonspot)
@@ -144,8 +216,8 @@ def _evaluate(cols: _Columns, lam: FloatArray) -> _Point:
         ]
     )
     choice = np.argmax(floors, axis=0)
-    value = float(np.take_along_axis(floors, choice[None, :], axis=0).sum())
-    return _Point(value, seg_min, seg_argmin, low, nonspot, other, first_group, choice)
+    floor = np.take_along_axis(floors, choice[None, :], axis=0)[0]
+    return _Point(float(floor.sum()), floor, group_min, seg_min, seg_argmin, low, nonspot, other, first_group, choice)
 
 
 def _segment_minima(cols: _Columns, lam: FloatArray) -> tuple[FloatArray, IntArray]:
@@ -204,7 +276,7 @@ def _first_of_each(idx: IntArray, owner: IntArray) -> IntArray:
     return out
 
 
-def _columns(mi: ModelInput) -> _Columns:
+def _columns(mi: ModelInput, paired: BoolArray | None = None) -> _Columns:
     """Every class's candidate columns, less those no split can make the cheapest of their
     segment (their cheapest share costs more than another's dearest): 3,000 workloads keep
     1.6 M of 14.7 M, 20,000 keep 9.2 M of 70.8 M. Two passes over the classes, so only the
@@ -219,17 +291,21 @@ def _columns(mi: ModelInput) -> _Columns:
     seg_start: list[IntArray] = []
     seg_key: list[IntArray] = []
     size = 0
-    for c in mi.classes:
+    sited = np.array([c.min_sites > 1 for c in mi.classes], dtype=bool)
+    if paired is not None:
+        sited |= paired  # the egress floor needs each site's cheapest column
+    for i, c in enumerate(mi.classes):
         cand = c.cand
         cpu = c.demand[0] * cpu_price[cand]
         mem = c.demand[1] * mem_price[cand]
         fixed = c.rep_cost + c.demand[2] * gpu_price[cand]
         key = None  # site * 2 + spot, where the floors need them
-        if c.min_sites > 1 or c.spot_cap is not None:
-            key = 2 * mi.site_idx[cand] if c.min_sites > 1 else np.zeros(len(cand), dtype=np.int64)
+        if sited[i] or c.spot_cap is not None:
+            key = 2 * mi.site_idx[cand] if sited[i] else np.zeros(len(cand), dtype=np.int64)
             if c.spot_cap is not None:
                 key += spot_pool[cand]
-        keep, start = _could_be_cheapest(c, key, fixed + np.minimum(cpu, mem), fixed + np.maximum(cpu, mem))
+        lo, hi = fixed + np.minimum(cpu, mem), fixed + np.maximum(cpu, mem)
+        keep, start = _could_be_cheapest(c, key, lo, hi, every_site=paired is not None and bool(paired[i]))
         kept.append(keep.astype(np.int32))
         seg_start.append(start + size)
         seg_key.append(np.zeros(1, dtype=np.int64) if key is None else key[keep[start]])
@@ -252,6 +328,7 @@ def _columns(mi: ModelInput) -> _Columns:
     keys = np.concatenate(seg_key)
     seg_class = np.repeat(np.arange(len(mi.classes)), n_segs)
     group_start = _changes(seg_class, keys // 2)
+    group_class = seg_class[group_start]
     classes = mi.classes
     return _Columns(
         pool=pool,
@@ -263,7 +340,8 @@ def _columns(mi: ModelInput) -> _Columns:
         seg_group=np.repeat(np.arange(len(group_start)), np.diff(np.r_[group_start, len(starts)])),
         seg_spot=(keys % 2).astype(bool),
         group_start=group_start,
-        group_class=seg_class[group_start],
+        group_class=group_class,
+        group_site=np.where(sited[group_class], keys[group_start] // 2, -1),
         class_seg=np.r_[0, np.cumsum(n_segs)[:-1]],
         class_group=np.searchsorted(seg_class[group_start], np.arange(len(classes))),
         replicas=np.array([c.replicas for c in classes], dtype=np.float64),
@@ -307,11 +385,12 @@ def _gpu_share(mi: ModelInput) -> FloatArray:
 
 
 def _could_be_cheapest(
-    c: WorkloadClass, key: IntArray | None, lo: FloatArray, hi: FloatArray
+    c: WorkloadClass, key: IntArray | None, lo: FloatArray, hi: FloatArray, *, every_site: bool = False
 ) -> tuple[IntArray, IntArray]:
     """The columns, ordered by segment, whose cheapest share (`lo`, over every split) is within
     the dearest share (`hi`) of the best column of their segment, and where each segment
-    starts; for spread alone, only sites that could be among the two cheapest matter."""
+    starts; for spread alone, only sites that could be among the two cheapest matter (unless
+    `every_site`: the egress floor reads every site's cheapest column)."""
     if key is None:
         return np.flatnonzero(lo <= _slack(hi.min(keepdims=True))), np.zeros(1, dtype=np.int64)
     order = np.argsort(key, kind="stable")
@@ -319,7 +398,7 @@ def _could_be_cheapest(
     slack = _slack(np.minimum.reduceat(hi[order], start))
     seg = np.repeat(np.arange(len(start)), np.diff(np.r_[start, len(key)]))
     keep = lo[order] <= slack[seg]
-    if c.min_sites > 1 and c.spot_cap is None and len(start) > 2:  # segments are sites here
+    if c.min_sites > 1 and c.spot_cap is None and len(start) > 2 and not every_site:  # segments are sites here
         site_lo = np.minimum.reduceat(lo[order], start)
         keep &= (site_lo <= np.partition(slack, 1)[1])[seg]
     seg = seg[keep]

@@ -30,7 +30,7 @@ from broker.solver.master import Master
 from broker.solver.model import ModelInput, make_layout
 from broker.solver.pricing import ColumnCosts, column_reduced_costs
 from broker.solver.search import ClassPlacement
-from broker.solver.share_bound import simple_bound
+from broker.solver.share_bound import EgressColumns, simple_bound
 from broker.solver.universe import Universe, make_universe
 
 from .synthetic import GDPR, US_ONLY, problem
@@ -301,6 +301,63 @@ def test_gpu_nodes_charge_their_gpus_in_the_share_bound(seed: int, monkeypatch: 
     monkeypatch.setattr(share_bound_mod, "_gpu_share", lambda mi_: np.zeros(mi_.n_pools))
     cpu_mem_only = simple_bound(mi)
     assert cpu_mem_only < with_gpus <= full_lp + 1e-7, (cpu_mem_only, with_gpus, full_lp)
+
+
+def _egress(mi: ModelInput) -> EgressColumns:
+    lay = make_layout(mi)
+    return EgressColumns(lay.e_class, lay.e_peer, lay.e_site, lay.e_cost)
+
+
+@pytest.mark.parametrize("spread", [True, False])
+@pytest.mark.parametrize("seed", list(_cases()))
+def test_dependency_pairs_never_lower_the_share_bound_nor_lift_it_past_the_full_lp(seed: int, spread: bool) -> None:
+    mi, _, full_lp, _ = _case(seed, spread=spread)
+    plain = simple_bound(mi)
+    with_egress = simple_bound(mi, egress=_egress(mi))
+    assert plain - 1e-9 <= with_egress <= full_lp + 1e-7, (plain, with_egress, full_lp)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_many_dependency_pairs_across_residencies_stay_below_the_full_lp(seed: int) -> None:
+    """Chains and stars of dependencies (a class in several pairs), spread, spot caps and
+    residencies that keep some pairs apart: the matched pair floors stay a relaxation."""
+    rnd = random.Random(seed)
+    ws: list[Workload] = []
+    for i in range(10):
+        cpu, mem = rnd.choice(SHAPES)
+        replicas = rnd.choice([1, 2, 3, 4])
+        kw: dict[str, object] = {"residency": rnd.choice([GDPR, US_ONLY, None])}
+        if replicas > 1 and rnd.random() < 0.3:
+            kw["min_sites"] = 2
+        if rnd.random() < 0.3:
+            kw["capacity_types"] = SPOT_OK
+            kw["max_spot_fraction"] = 0.5
+        if i and rnd.random() < 0.8:
+            kw["depends_on"] = (Dependency(f"w{rnd.randrange(i)}", rnd.choice([5.0, 20.0, 60.0])),)
+        ws.append(Workload(f"w{i}", replicas=replicas, cpu=cpu, memory_gib=mem, **kw))  # type: ignore[arg-type]
+    mi, _ = _search_input(problem(ws))
+    full_lp, _ = _optimum(mi)
+    plain = simple_bound(mi)
+    with_egress = simple_bound(mi, egress=_egress(mi))
+    assert plain < with_egress <= full_lp + 1e-7, (plain, with_egress, full_lp)
+
+
+def test_a_pair_that_cannot_share_a_site_pays_its_egress_in_the_share_bound() -> None:
+    """An EU-only service that calls a US-only one: its traffic always leaves its site, at 0.02
+    $/GB at least (synthetic.problem), so the bound rises by about that much, and no further than
+    the full LP."""
+    ws = [
+        Workload("eu-api", replicas=3, cpu=1, memory_gib=2, residency=GDPR, depends_on=(Dependency("us-db", 40.0),)),
+        Workload("us-db", replicas=2, cpu=2, memory_gib=4, residency=US_ONLY),
+        Workload("batch", replicas=4, cpu=0.5, memory_gib=1),
+    ]
+    mi, _ = _search_input(problem(ws))
+    full_lp, optimum = _optimum(mi)
+    plain = simple_bound(mi)
+    with_egress = simple_bound(mi, egress=_egress(mi))
+    least_egress = 40.0 * 1.073741824 * 0.02  # GiB/h in GB/h at the cheapest leaving rate
+    assert with_egress >= plain + 0.99 * least_egress, (plain, with_egress)
+    assert with_egress <= full_lp + 1e-7 <= optimum + 2e-7
 
 
 def test_an_unfinished_search_takes_the_share_bound_computed_beside_its_mips() -> None:
