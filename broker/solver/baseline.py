@@ -179,6 +179,9 @@ def kubernetes_filter_score(
     # candidate set (cand is ascending, so ties keep the order a sort of node_cost[cand] gives)
     by_price = np.argsort(node_cost, kind="stable")
     price_orders: dict[tuple[object, ...], IntArray] = {}
+    # per candidate set: the open nodes on its pools, as of how many nodes were open (nodes only
+    # open, never close, so each workload reads just the nodes opened since its set was last seen)
+    usable: dict[tuple[object, ...], tuple[int, IntArray]] = {}
     for k, wd in enumerate(workloads):
         w = wd.w
         d = np.array([w.cpu, w.memory_gib, w.gpus]) - 1e-9
@@ -188,7 +191,11 @@ def kubernetes_filter_score(
         if wd.signature not in price_orders:
             price_orders[wd.signature] = by_price[cand_mask[by_price]]
         price_order = price_orders[wd.signature]
-        view = _OpenNodes(np.flatnonzero(cand_mask[node_pool[:n_open]]), w.replicas, free, d, node_pool, arr)
+        seen, mine = usable.get(wd.signature, (0, np.zeros(0, dtype=np.int64)))
+        if seen < n_open:
+            mine = np.concatenate([mine, seen + np.flatnonzero(cand_mask[node_pool[seen:n_open]])])
+            usable[wd.signature] = (n_open, mine)
+        view = _OpenNodes(mine, w.replicas, free, d, node_pool, arr)
         cap = spot_cap(w)
         spot_used = 0
         per_site: dict[int, int] = {}
