@@ -71,16 +71,18 @@ def group_bounds(keys: npt.NDArray[np.integer]) -> IntArray:
     return np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1], [True]]))
 
 
-def _site_order(cost: FloatArray, shape: _Shape) -> IntArray:
-    """Site groups in the order a stable sort of `cost` first reaches them: by each site's cheapest
-    candidate, ties to the lower position, sites whose costs are all NaN last (as sort puts NaN)."""
-    grouped = cost[shape.by_site]
-    starts = shape.bounds[:-1]
+def cheapest_per_site(cost: FloatArray, by_site: IntArray, bounds: IntArray) -> tuple[IntArray, IntArray]:
+    """The site groups (positions `by_site[bounds[g] : bounds[g + 1]]`) in the order a stable sort of
+    `cost` first reaches them, and each group's first position at its cheapest cost: sites by their
+    cheapest candidate, ties to the lower position, sites whose costs are all NaN last (as sort
+    puts NaN)."""
+    grouped = cost[by_site]
+    starts = bounds[:-1]
     cheapest = np.fmin.reduceat(grouped, starts)
-    at_cheapest = np.repeat(cheapest, np.diff(shape.bounds))
+    at_cheapest = np.repeat(cheapest, np.diff(bounds))
     hit = (grouped == at_cheapest) | np.isnan(at_cheapest)
-    first = np.minimum.reduceat(np.where(hit, shape.by_site, len(grouped)), starts)
-    return np.lexsort((first, cheapest))
+    first = np.minimum.reduceat(np.where(hit, by_site, len(grouped)), starts)
+    return np.lexsort((first, cheapest)), first
 
 
 def greedy_cheapest_fit(
@@ -116,7 +118,7 @@ def greedy_cheapest_fit(
             cost = shape.node_share + wd.rep_cost
             # sites cheapest first, and within a site its pools cheapest first (ties by position):
             # the order a stable argsort of all candidates gives, sorting only the sites visited
-            costs[cost_key] = (cost, _site_order(cost, shape).tolist())
+            costs[cost_key] = (cost, cheapest_per_site(cost, shape.by_site, shape.bounds)[0].tolist())
         cost_per_replica, groups = costs[cost_key]
         if len(groups) < w.min_sites:
             return None

@@ -25,6 +25,7 @@ import numpy as np
 
 from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver import costs, mip_process
+from broker.solver.baseline import cheapest_per_site, group_bounds
 from broker.solver.bound import lagrangian_bound
 from broker.solver.classes import per_node_exact
 from broker.solver.lns import columns_on_pools, pick_classes
@@ -103,23 +104,18 @@ def initial_columns(mi: ModelInput, u: Universe, *, per_class: int = 4, sites_ex
             share = cost * np.maximum(cpu / vc, mem / me)
         owned = np.flatnonzero(finite[cand])[:20]
         k = min(per_class, len(cand))
-        pos = starts = np.zeros(0, dtype=np.int64)
+        by_site = bounds = np.zeros(0, dtype=np.int64)
         if any(mi.classes[i].min_sites > 1 for i in members):
-            pos = np.argsort(mi.site_idx[cand], kind="stable")
-            sites = mi.site_idx[cand[pos]]
-            starts = np.flatnonzero(np.r_[True, sites[1:] != sites[:-1]])
+            by_site = np.argsort(mi.site_idx[cand], kind="stable")
+            bounds = group_bounds(mi.site_idx[cand[by_site]])
         for i in members:
             c = mi.classes[i]
             whole = cost / np.maximum(np.minimum(fit, c.replicas), 1.0) + c.rep_cost
             chosen.append(first[i] + np.argpartition(whole, k - 1)[:k])
             chosen.append(first[i] + np.argpartition(share + c.rep_cost, k - 1)[:k])
-            if c.min_sites > 1:
-                # each site's cheapest pool (ties: the first), the sites ordered by it
-                grouped = whole[pos]
-                low = np.minimum.reduceat(grouped, starts)
-                at_low = np.where(grouped == np.repeat(low, np.diff(np.r_[starts, len(pos)])), pos, len(pos))
-                best = np.minimum.reduceat(at_low, starts)
-                chosen.append(first[i] + best[np.lexsort((best, low))][: c.min_sites + sites_extra])
+            if c.min_sites > 1:  # each site's cheapest pool, the sites ordered by it
+                order, best = cheapest_per_site(whole, by_site, bounds)
+                chosen.append(first[i] + best[order][: c.min_sites + sites_extra])
             chosen.append(first[i] + owned)
     return np.unique(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
 

@@ -9,7 +9,7 @@ import pytest
 from broker.domain import CapacityType, ResidencyPolicy, Workload
 from broker.pooltable import PoolTable
 from broker.solver import solve
-from broker.solver.baseline import PoolArrays, _shape, _site_order, greedy_cheapest_fit, kubernetes_filter_score
+from broker.solver.baseline import PoolArrays, _shape, cheapest_per_site, greedy_cheapest_fit, kubernetes_filter_score
 from broker.solver.baselines import baseline_costs
 from broker.solver.classes import WorkloadData
 from broker.solver.prepare import prepare
@@ -146,7 +146,7 @@ def test_baselines_give_up_when_owned_capacity_runs_out(policy: str) -> None:
     assert _run([Workload("big", 3, 40, 100, residency=GERMANY)], policy) is not None
 
 
-def test_site_order_is_the_order_a_stable_sort_reaches_the_sites() -> None:
+def test_cheapest_per_site_is_where_a_stable_sort_first_reaches_each_site() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
         n_pools, n_sites = int(rng.integers(1, 30)), int(rng.integers(1, 6))
@@ -156,6 +156,10 @@ def test_site_order_is_the_order_a_stable_sort_reaches_the_sites() -> None:
         ones = np.ones(n_pools)
         arrays = PoolArrays(ones, ones, ones, ones, ones, site_idx, np.zeros(n_pools, dtype=np.int64))
         shape = _shape(WorkloadData(Workload("w", 1, 1, 1), cand, np.zeros(len(cand)), ()), arrays)
-        got = [int(site_idx[cand[shape.by_site[shape.bounds[g]]]]) for g in _site_order(cost, shape)]
-        reached = site_idx[cand[np.argsort(cost, kind="stable")]]
+        order, first = cheapest_per_site(cost, shape.by_site, shape.bounds)
+        got = [int(site_idx[cand[shape.by_site[shape.bounds[g]]]]) for g in order]
+        ranked = np.argsort(cost, kind="stable")
+        reached = site_idx[cand[ranked]]
         assert got == list(dict.fromkeys(reached.tolist()))
+        _, at = np.unique(reached, return_index=True)  # the position the sort reaches each site at
+        assert sorted(first[order].tolist()) == sorted(ranked[at].tolist())
