@@ -342,7 +342,7 @@ def search(
     share_bound: Future[float] | None = None
     if not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
         pool = ThreadPoolExecutor(1, thread_name_prefix="share-bound")
-        egress = EgressColumns(lay.e_class, lay.e_peer, lay.e_site, lay.e_cost)
+        egress = EgressColumns.of(lay)
         share_bound = pool.submit(simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left(), egress=egress)
         pool.shutdown(wait=False)  # the thread ends with its one task
     candidates: list[ClassPlacement] = []

@@ -22,7 +22,7 @@ from scipy.optimize import linprog
 
 import broker.solver.search as search_mod
 import broker.solver.share_bound as share_bound_mod
-from broker.domain import CapacityType, Dependency, Workload
+from broker.domain import CapacityType, Dependency, ResidencyPolicy, Workload
 from broker.solver import PlacementProblem
 from broker.solver.bound import lagrangian_bound, lagrangian_bound_detail
 from broker.solver.classes import SPOT
@@ -305,7 +305,7 @@ def test_gpu_nodes_charge_their_gpus_in_the_share_bound(seed: int, monkeypatch: 
 
 def _egress(mi: ModelInput) -> EgressColumns:
     lay = make_layout(mi)
-    return EgressColumns(lay.e_class, lay.e_peer, lay.e_site, lay.e_cost)
+    return EgressColumns.of(lay)
 
 
 @pytest.mark.parametrize("spread", [True, False])
@@ -342,13 +342,18 @@ def test_many_dependency_pairs_across_residencies_stay_below_the_full_lp(seed: i
     assert plain < with_egress <= full_lp + 1e-7, (plain, with_egress, full_lp)
 
 
-def test_a_pair_that_cannot_share_a_site_pays_its_egress_in_the_share_bound() -> None:
+@pytest.mark.parametrize("spot_cap", [False, True])
+def test_a_pair_that_cannot_share_a_site_pays_its_egress_in_the_share_bound(spot_cap: bool) -> None:
     """An EU-only service that calls a US-only one: its traffic always leaves its site, at 0.02
     $/GB at least (synthetic.problem), so the bound rises by about that much, and no further than
-    the full LP."""
+    the full LP; also when both may run half their replicas on spot (their floors then price
+    each site with the cap's multiplier)."""
+    kw: dict[str, object] = {"capacity_types": SPOT_OK, "max_spot_fraction": 0.5} if spot_cap else {}
     ws = [
-        Workload("eu-api", replicas=3, cpu=1, memory_gib=2, residency=GDPR, depends_on=(Dependency("us-db", 40.0),)),
-        Workload("us-db", replicas=2, cpu=2, memory_gib=4, residency=US_ONLY),
+        Workload(
+            "eu-api", replicas=4, cpu=1, memory_gib=2, residency=GDPR, depends_on=(Dependency("us-db", 40.0),), **kw
+        ),  # type: ignore[arg-type]
+        Workload("us-db", replicas=2, cpu=2, memory_gib=4, residency=US_ONLY, **kw),  # type: ignore[arg-type]
         Workload("batch", replicas=4, cpu=0.5, memory_gib=1),
     ]
     mi, _ = _search_input(problem(ws))
@@ -369,3 +374,30 @@ def test_an_unfinished_search_takes_the_share_bound_computed_beside_its_mips() -
     # at least the best single split's value (its ascent ran for as long as the MIPs had)
     assert res.lower_bound >= min(share_bound_mod.simple_bound(mi, iterations=0), res.objective) - 1e-6
     assert res.lower_bound <= optimum + 1e-6 <= res.objective + 2e-6
+
+
+def test_a_pair_whose_peer_may_run_in_the_same_cloud_pays_the_cloud_s_own_rate_in_the_share_bound() -> None:
+    """A DE-only service calling a US-only one: from AWS Frankfurt its traffic may leave at AWS'
+    inter-region rate (0.02 $/GB) when the peer runs in AWS us-east-1, and only at the internet
+    rate (0.09) to Azure. The bound charges the cheaper rate: the dearer one lifts it past the
+    full LP."""
+    de_only = ResidencyPolicy("de-only", allowed_countries=frozenset({"DE"}))
+    ws = [
+        Workload(
+            "de-api", replicas=2, cpu=1, memory_gib=2, residency=de_only, depends_on=(Dependency("us-db", 200.0),)
+        ),
+        Workload("us-db", replicas=2, cpu=2, memory_gib=4, residency=US_ONLY),
+    ]
+    p = problem(ws)
+    provider = np.array([s.provider for s in p.table.sites])
+    rate = np.where(provider[:, None] == provider[None, :], 0.02, 0.09)
+    np.fill_diagonal(rate, 0.0)
+    mi, _ = _search_input(dataclasses.replace(p, egress_usd_per_gb=rate))
+    lay = make_layout(mi)
+    assert lay.n_near  # two tiers: within AWS and out of it
+    full_lp, _ = _optimum(mi)
+    plain = simple_bound(mi)
+    with_egress = simple_bound(mi, egress=_egress(mi))
+    assert plain + 0.99 * 200.0 * 1.073741824 * 0.02 <= with_egress <= full_lp + 1e-7, (plain, with_egress, full_lp)
+    far_only = simple_bound(mi, egress=EgressColumns(lay.e_class, lay.e_peer, lay.e_site, lay.e_cost))
+    assert far_only > full_lp + 1.0
