@@ -401,3 +401,21 @@ def test_a_pair_whose_peer_may_run_in_the_same_cloud_pays_the_cloud_s_own_rate_i
     assert plain + 0.99 * 200.0 * 1.073741824 * 0.02 <= with_egress <= full_lp + 1e-7, (plain, with_egress, full_lp)
     far_only = simple_bound(mi, egress=EgressColumns(lay.e_class, lay.e_peer, lay.e_site, lay.e_cost))
     assert far_only > full_lp + 1.0
+
+
+def test_every_pair_of_a_star_pays_its_egress_in_the_share_bound() -> None:
+    """Two EU-only services calling one US-only database: both their traffic leaves their sites,
+    so the bound rises by both leaving rates (a matching of pairs counted one), and stays below
+    the full LP."""
+    ws = [
+        Workload(
+            f"eu-api-{i}", replicas=2, cpu=1, memory_gib=2, residency=GDPR, depends_on=(Dependency("us-db", 40.0),)
+        )
+        for i in range(2)
+    ] + [Workload("us-db", replicas=2, cpu=2, memory_gib=4, residency=US_ONLY)]
+    mi, _ = _search_input(problem(ws))
+    full_lp, _ = _optimum(mi)
+    plain = simple_bound(mi)
+    with_egress = simple_bound(mi, egress=_egress(mi))
+    least_egress = 40.0 * 1.073741824 * 0.02
+    assert plain + 2 * 0.99 * least_egress <= with_egress <= full_lp + 1e-7, (plain, with_egress, full_lp)
