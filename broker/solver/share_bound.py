@@ -169,8 +169,9 @@ def _egress_gain(
     ki, vi = np.searchsorted(classes, egress.k), np.searchsorted(classes, egress.v)
     n = len(classes)
     _, comp = connected_components(sp.coo_matrix((np.ones(len(ki)), (ki, vi)), shape=(n, n)), directed=False)
-    n_segs = np.diff(np.r_[cols.class_seg, len(cols.seg_class)])
-    size = np.bincount(comp, weights=n_segs[classes]) + np.bincount(comp[ki], minlength=comp.max() + 1)
+    size = np.bincount(comp, weights=_segments_per_class(cols)[classes]) + np.bincount(
+        comp[ki], minlength=comp.max() + 1
+    )
     chunk = (np.cumsum(size) - size) // LP_CHUNK
     total = 0.0
     for c in np.unique(chunk).tolist():
@@ -180,15 +181,20 @@ def _egress_gain(
     return total
 
 
+def _segments_per_class(cols: _Columns) -> IntArray:
+    out: IntArray = np.diff(np.r_[cols.class_seg, len(cols.seg_class)])
+    return out
+
+
 def _pairs_gain(mi: ModelInput, cols: _Columns, pt: _Point, egress: EgressColumns, time_limit_s: float) -> float:
     """The LP of the classes in `egress`'s pairs at this split less their floors (0 if it does not finish)."""
     if time_limit_s <= 0:
         return 0.0
-    seg = np.flatnonzero(np.isin(cols.seg_class, egress.k) | np.isin(cols.seg_class, egress.v))
+    classes = np.unique(np.r_[egress.k, egress.v])
+    seg = ranges(cols.class_seg[classes], _segments_per_class(cols)[classes])
     seg = seg[np.isfinite(pt.seg_min[seg])]
     cls = cols.seg_class[seg]
     site = cols.group_site[cols.seg_group[seg]]
-    classes = np.unique(np.r_[egress.k, egress.v])
     n_x, n_e = len(seg), len(egress.k)
     ns = mi.n_sites
     # x: replicas per (class, site, spot or not) segment at its cheapest column; u: egress shares
