@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from broker.solver.lns import columns_on_pools, pick_classes
+from broker.solver.lns import columns_on_pools, idle_cost, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import make_layout
 from broker.solver.search import _columns_of, class_nodes, objective, routed_egress
@@ -13,19 +13,27 @@ from broker.solver.universe import make_universe
 from .test_bound import _case
 
 
-def test_a_neighbourhood_frees_every_class_at_the_sites_it_draws() -> None:
+def test_a_neighbourhood_frees_the_classes_on_the_idlest_pools_of_the_sites_it_draws() -> None:
     mi, starts, _lp, _opt = _case(0)
     x = starts[0]
     nodes = class_nodes(mi, x)
+    idle = idle_cost(mi, x, nodes)
+    placed = {c for c, _p in x}
+    assert len(placed) > 3
     free = pick_classes(mi, x, nodes, np.random.default_rng(1), target=3)
-    at_site: dict[int, set[int]] = {}
+    assert free.sum() == 3 and set(np.flatnonzero(free).tolist()) <= placed
+    # a site freed in part gives the classes on its idlest pools first
+    sites_of: dict[int, set[int]] = {}
     for c, p in x:
-        at_site.setdefault(int(mi.site_idx[p]), set()).add(c)
-    # whole sites: the free classes are exactly those at the sites whose classes are all free
-    drawn = [s for s, cs in at_site.items() if all(free[c] for c in cs)]
-    assert set(np.flatnonzero(free).tolist()) == set().union(*(at_site[s] for s in drawn))
-    sites_of = {c for cs in at_site.values() for c in cs}
-    assert free.sum() >= min(3, len(sites_of))
+        sites_of.setdefault(c, set()).add(int(mi.site_idx[p]))
+    for s in {int(mi.site_idx[p]) for _c, p in x}:
+        on_site = [(c, p) for c, p in x if sites_of[c] == {s}]
+        kept = [idle.get(p, 0.0) for c, p in on_site if not free[c]]
+        freed = [idle.get(p, 0.0) for c, p in on_site if free[c]]
+        if kept and freed:
+            assert max(freed) >= max(kept)
+    everything = pick_classes(mi, x, nodes, np.random.default_rng(1), target=len(mi.classes))
+    assert set(np.flatnonzero(everything).tolist()) == placed
 
 
 def test_offered_columns_are_candidates_of_free_classes_on_those_pools() -> None:
