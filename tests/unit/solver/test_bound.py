@@ -346,8 +346,8 @@ def test_many_dependency_pairs_across_residencies_stay_below_the_full_lp(seed: i
 def test_a_pair_that_cannot_share_a_site_pays_its_egress_in_the_share_bound(spot_cap: bool) -> None:
     """An EU-only service that calls a US-only one: its traffic always leaves its site, at 0.02
     $/GB at least (synthetic.problem), so the bound rises by about that much, and no further than
-    the full LP; also when both may run half their replicas on spot (their floors then price
-    each site with the cap's multiplier)."""
+    the full LP; also when both may run half their replicas on spot (the pairs' LP keeps their
+    caps)."""
     kw: dict[str, object] = {"capacity_types": SPOT_OK, "max_spot_fraction": 0.5} if spot_cap else {}
     ws = [
         Workload(
