@@ -299,9 +299,8 @@ def _evaluate(cols: _Columns, lam: FloatArray) -> _Point:
     low = np.minimum.reduceat(group_min, cols.class_group)
     nonspot = np.minimum.reduceat(np.where(cols.seg_spot, np.inf, seg_min), cols.class_seg)
     first_group = _first_of_each(np.flatnonzero(group_min == low[cols.group_class]), cols.group_class)
-    off_first = group_min.copy()
-    off_first[first_group] = np.inf
-    other = np.minimum.reduceat(off_first, cols.class_group)
+    group_min[first_group] = np.inf
+    other = np.minimum.reduceat(group_min, cols.class_group)
 
     r, cap, off = cols.replicas, cols.spot_cap, cols.off
     spot_holds = (cap < r) & np.isfinite(nonspot)
