@@ -337,7 +337,7 @@ def search(
             lp_support = m.x_uni[tight.x > 1e-7]
     # the LP-free share bound runs in a thread beside the MIPs, which mostly wait on their child
     # process (mip_process.py) or on HiGHS, either way without the GIL: its ascent gains with time
-    # (3,000 workloads: 1,317.8 after 1.1 s, 1,320.2 after 5.6 s). Not when the Lagrangian bound is
+    # (3,000 workloads: 1,312 after 4 s, 1,321.3 after 8.7 s). Not when the Lagrangian bound is
     # already next to z_LP, which no other bound can pass (300 workloads: 124.2 beside 128.97)
     share_bound: Future[float] | None = None
     if not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
