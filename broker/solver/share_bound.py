@@ -165,8 +165,8 @@ def _smoothed_ascent(cols: _Columns, lam: FloatArray, deadline: float, rounds: i
     pool's split at most `trust` from the best split so far, so only the columns that could come
     near their term's minimum within that box enter the softmin (~0.4 M of 3.0 M at 3,000
     workloads); the floors themselves are always evaluated over every column, so whatever the
-    smoothing does, the bound stays valid. A round that does not raise the floors halves the box,
-    one that raises them little lowers the temperature."""
+    smoothing does, the bound stays valid. A round that does not raise the floors halves the box
+    and the temperature, one that raises them little halves the temperature."""
     best_pt, best_lam = _evaluate(cols, lam), lam
     trust, temperature = TRUST, TEMPERATURE
     for _ in range(rounds):
