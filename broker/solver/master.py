@@ -23,13 +23,18 @@ import numpy as np
 from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver import mip_process
 from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values, ranges
+from broker.solver.share_bound import DualPrices
 from broker.solver.universe import Universe
 
 Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 
 
 class Master:
-    def __init__(self, mi: ModelInput, lay: Layout, universe: Universe, *, loose_fit: bool = False) -> None:
+    def __init__(
+        self, mi: ModelInput, lay: Layout, universe: Universe, *, loose_fit: bool = False, relaxed: bool = False
+    ) -> None:
+        """`relaxed`: without fit rows, site rows and egress rows, the LP whose duals price the
+        share bound (relaxed_bound.py)."""
         self.mi, self.lay, self.uni, self.u = mi, lay, universe, universe.cols
         self.h = highspy.Highs()  # type: ignore[no-untyped-call]
         self.h.setOptionValue("output_flag", False)
@@ -44,11 +49,17 @@ class Master:
         self.fit_row = np.zeros(0, dtype=np.int64)
         self.x_fit = np.zeros(0, dtype=np.float32)
         self.loose_fit = loose_fit
+        self.relaxed = relaxed
         self.in_model = np.zeros(universe.size, dtype=bool)
         self.integer = False
         self.n_rows = lay.n_fixed_rows
         self.n_cols = 0
-        self.h.addRows(lay.n_fixed_rows, lay.row_lo, lay.row_hi, 0, np.zeros(1, np.int32), np.zeros(0, np.int32), [])
+        row_lo, row_hi = lay.row_lo, lay.row_hi
+        if relaxed:
+            free = np.r_[lay.node_row0 : lay.node_row0 + lay.n_z, lay.e_row0 : lay.e_row0 + lay.n_e]
+            row_lo, row_hi = row_lo.copy(), row_hi.copy()
+            row_lo[free], row_hi[free] = -INF, INF
+        self.h.addRows(lay.n_fixed_rows, row_lo, row_hi, 0, np.zeros(1, np.int32), np.zeros(0, np.int32), [])
         self._add_fixed_columns()
 
     # -- growing ------------------------------------------------------------------------
@@ -205,6 +216,8 @@ class Master:
         self.x_uni = np.concatenate([self.x_uni, sel])
         self.x_col = np.concatenate([self.x_col, xcols])
         fit, stronger = self.mi.fit(cls, pool, capped=not self.loose_fit)
+        if self.relaxed:
+            stronger = np.zeros(len(sel), dtype=bool)
         fit_row = np.full(len(sel), -1, dtype=np.int64)
         fit_row[stronger] = self._fit_rows(xcols[stronger], pool[stronger], fit[stronger].astype(np.float64))
         self.fit_row = np.concatenate([self.fit_row, fit_row])
@@ -248,6 +261,13 @@ class Master:
     @property
     def pools(self) -> IntArray:
         return np.flatnonzero(self.pool_col >= 0)
+
+    def dual_prices(self, row_dual: FloatArray) -> DualPrices:
+        """What the LP's duals of the capacity rows charge per unit on its pools (rows of a <=
+        kind: their duals are <= 0, the prices their negatives)."""
+        pools = self.pools
+        rows = self.cap_row[pools]
+        return DualPrices.of(self.mi, pools, np.where(rows >= 0, -row_dual[np.maximum(rows, 0)], 0.0))
 
     def x_keys(self) -> tuple[IntArray, IntArray]:
         """(class, pool) of each replica column, in model order."""

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.pooltable import FloatArray, IntArray
+from broker.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.master import Master
-from broker.solver.model import ModelInput
+from broker.solver.model import ModelInput, XColumns
 from broker.solver.universe import Universe
 
 
@@ -39,12 +39,21 @@ class ColumnCosts:
     val: FloatArray
 
 
-def pool_reduced_costs(
-    mi: ModelInput, u: Universe, fixed_duals: FloatArray, node_row0: int
-) -> tuple[IntArray, FloatArray]:
-    """(pools, lower bound on the reduced cost of one node) for every candidate pool."""
+@dataclass
+class PoolCosts:
+    """Per candidate pool: a lower bound on the reduced cost of one of its nodes, and whether its
+    cpu (rather than its memory) limits what a node earns: a node cost put all on cpu there
+    (a split of 1 in share_bound.py) then leaves no column of it a negative reduced cost."""
+
+    pools: IntArray
+    val: FloatArray
+    cpu_limits: BoolArray
+
+
+def pool_reduced_costs(mi: ModelInput, u: Universe, fixed_duals: FloatArray, node_row0: int) -> PoolCosts:
+    """Lower bounds on the reduced cost of one node for every candidate pool."""
     if u.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return PoolCosts(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=bool))
     cols = u.cols
     earn = np.maximum(cols.earnings(fixed_duals), 0.0)
     d = np.stack([c.demand for c in mi.classes])[cols.g_class]
@@ -62,8 +71,8 @@ def pool_reduced_costs(
         best[k, 2] = np.add.reduceat(vals[:, 2], rel)
         seg += len(rel)
     p = u.seg_pool
-    ub = np.minimum(best[:, 0] * mi.vcpus[p], best[:, 1] * mi.mem[p])
-    return p, mi.node_cost[p] - ub - best[:, 2]
+    by_cpu, by_mem = best[:, 0] * mi.vcpus[p], best[:, 1] * mi.mem[p]
+    return PoolCosts(p, mi.node_cost[p] - np.minimum(by_cpu, by_mem) - best[:, 2], by_cpu <= by_mem)
 
 
 def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: FloatArray) -> ColumnCosts:
@@ -82,3 +91,65 @@ def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: Float
         if dual.any():
             rc -= m.demand[cls, r] * dual[pool]
     return ColumnCosts(on, rc)
+
+
+@dataclass
+class Priced:
+    """One pricing pass over the universe at a restricted LP's duals."""
+
+    cols: ColumnCosts
+    pools: PoolCosts
+    new_pool: BoolArray  # per pool of `pools`: outside the model, and a node could pay off
+    neg_cols: BoolArray  # per column of `cols`: outside the model, negative reduced cost
+
+    @property
+    def converged(self) -> bool:
+        """Nothing outside the model could lower the LP: its value is the LP over the universe."""
+        return not self.new_pool.any() and not self.neg_cols.any()
+
+
+def price(mi: ModelInput, u: Universe, m: Master, row_dual: FloatArray, value: float) -> Priced:
+    """Every column's and pool's reduced cost at the duals of the LP of value `value`."""
+    tol = 1e-9 * max(1.0, abs(value))
+    rc_x = column_reduced_costs(mi, u, m, row_dual)
+    rc_p = pool_reduced_costs(mi, u, row_dual[: m.lay.n_fixed_rows], m.lay.node_row0)
+    return Priced(
+        rc_x, rc_p, (m.pool_col[rc_p.pools] < 0) & (rc_p.val < -tol), ~m.in_model[rc_x.idx] & (rc_x.val < -tol)
+    )
+
+
+def entering(u: Universe, priced: Priced, fixed_duals: FloatArray, per_class: int, pools: int) -> IntArray:
+    """The columns a CG round adds: a few of the best per class (the basis is kept, so more rounds
+    are cheap and the model stays small: one big step per round made every LP slower) and the
+    best columns of the most promising new pools."""
+    add = [best_per_class(u.cols, priced.cols, priced.neg_cols, per_class)]
+    if priced.new_pool.any():
+        new = priced.pools.pools[priced.new_pool]
+        best = new[np.argsort(priced.pools.val[priced.new_pool], kind="stable")[:pools]]
+        add.append(earning_columns(u, fixed_duals, best))
+    return np.concatenate(add)
+
+
+def best_per_class(cols: XColumns, rc: ColumnCosts, keep: BoolArray, k: int) -> IntArray:
+    """The k most negative reduced costs of each class among the priced columns in `keep`."""
+    idx, val = rc.idx[keep], rc.val[keep]
+    cls = cols.cls(idx)
+    order = np.lexsort((val, cls))
+    c = cls[order]
+    first = np.r_[0, np.flatnonzero(c[1:] != c[:-1]) + 1]
+    rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
+    out: IntArray = idx[order[rank < k]]
+    return out
+
+
+def earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 10) -> IntArray:
+    """Columns of new pools worth trying: the classes that earn most per node there."""
+    earn = u.cols.earnings(fixed_duals)
+    out: list[IntArray] = []
+    for p in pools:
+        cols = u.pool_columns(int(p)).astype(np.int64)
+        gain = earn[u.cols.group[cols]]
+        best = np.argsort(-gain, kind="stable")[:per_pool]
+        top = cols[best]
+        out.append(top[gain[best] > 0] if (gain[best] > 0).any() else top[:1])
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

@@ -31,7 +31,8 @@ from broker.solver.classes import per_node_exact
 from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
-from broker.solver.pricing import ColumnCosts, column_reduced_costs, pool_reduced_costs
+from broker.solver.pricing import ColumnCosts, best_per_class, entering, price
+from broker.solver.relaxed_bound import relaxed_bound
 from broker.solver.share_bound import EgressColumns, simple_bound
 from broker.solver.universe import Universe, make_universe
 
@@ -61,6 +62,10 @@ FINAL_MIP_MAX_COLS = 20_000
 # neighbourhood solved to optimality in 10.9 s with 0.9 (1,380.9 -> 1,350.1 $/h), and with 0.5 it
 # was stopped at 7 s with nothing better; RENS at 20,000 found nothing better with 43 s than with 20
 SHARE_BOUND_SHARE, RENS_BIG, SECOND_BIG = 0.8, 0.6, 0.9
+# universe columns from which the share bound is priced by its relaxation's LP, solved by column
+# generation in a thread from the start until RELAXED_CG_END of the time (3,000 workloads, 14.7 M
+# columns: it converged in 7 rounds, 14 s alone), its ascent and egress pricing ending by RELAXED_END
+RELAXED_MIN_COLS, RELAXED_CG_END, RELAXED_END = 5_000_000, 0.7, 0.9
 # MIPs from this many columns run in a child process killed at their limit (mip_process.py): HiGHS'
 # cut separation overran by 12 s at 7.6k columns; below this size none was seen to overrun, and the
 # CI-sized request's MIPs stay in process (no pipe, no child to start)
@@ -226,18 +231,6 @@ def _columns_of(x: ClassPlacement | None, cols: XColumns) -> IntArray:
     return pos[pos >= 0]
 
 
-def _best_per_class(cols: XColumns, rc: ColumnCosts, keep: BoolArray, k: int) -> IntArray:
-    """The k most negative reduced costs of each class among the priced columns in `keep`."""
-    idx, val = rc.idx[keep], rc.val[keep]
-    cls = cols.cls(idx)
-    order = np.lexsort((val, cls))
-    c = cls[order]
-    first = np.r_[0, np.flatnonzero(c[1:] != c[:-1]) + 1]
-    rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
-    out: IntArray = idx[order[rank < k]]
-    return out
-
-
 def search(
     mi: ModelInput,
     *,
@@ -269,6 +262,16 @@ def search(
         pos = uni.cols.position(mi.keep_class, mi.keep_pool)
         first.append(pos[pos >= 0])
     m.add_columns(np.concatenate(first))
+    share_bound: Future[float] | None = None
+    if RELAXED_MIN_COLS < uni.size <= LOOSE_FIT_MAX_COLS:
+        # column generation cannot converge here in time: the share bound, priced by its own
+        # relaxation's LP (relaxed_bound.py), starts at once in a thread beside it
+        pool = ThreadPoolExecutor(1, thread_name_prefix="relaxed-bound")
+        share_bound = pool.submit(
+            relaxed_bound, mi, lay, uni, np.concatenate(first), egress=EgressColumns.of(lay),
+            cg_until=started + RELAXED_CG_END * time_limit_s, until=started + RELAXED_END * time_limit_s,
+        )  # fmt: skip
+        pool.shutdown(wait=False)  # the thread ends with its one task
     z_lp = -math.inf
     lagrangian = -math.inf
     loose_bound = -math.inf  # the converged LP with loose fit rows: a relaxation's LP
@@ -288,15 +291,11 @@ def search(
         if lp is None:
             break
         z_lp = lp.value
-        tol = 1e-9 * max(1.0, abs(z_lp))
         lp_x = _round_lp(mi, *m.x_keys(), lp.x)
         lp_support = m.x_uni[lp.x > 1e-7]
-        rc_x = column_reduced_costs(mi, uni, m, lp.row_dual)
-        rc_pools, rc_p = pool_reduced_costs(mi, uni, lp.row_dual[: lay.n_fixed_rows], lay.node_row0)
-        outside = m.pool_col[rc_pools] < 0
-        new_pool = outside & (rc_p < -tol)
-        neg_cols = ~m.in_model[rc_x.idx] & (rc_x.val < -tol)
-        if not new_pool.any() and not neg_cols.any():
+        priced = price(mi, uni, m, lp.row_dual, z_lp)
+        rc_x, rc_pools, rc_p = priced.cols, priced.pools.pools, priced.pools.val
+        if priced.converged:
             if m.loose_fit:
                 loose_bound = z_lp
                 m.tighten()
@@ -317,13 +316,7 @@ def search(
             if lag_ok:
                 lagrangian = lagrangian_bound(mi, uni, m, lp.row_dual)
             break
-        # a few columns per class and round: the basis is kept, so more rounds are cheap and
-        # the model stays small (one big step per round made every LP slower)
-        add = [_best_per_class(uni.cols, rc_x, neg_cols, per_class)]
-        if new_pool.any():
-            best = rc_pools[new_pool][np.argsort(rc_p[new_pool], kind="stable")[:pools_per_round]]
-            add.append(_earning_columns(uni, lp.row_dual[: lay.n_fixed_rows], best))
-        m.add_columns(np.concatenate(add))
+        m.add_columns(entering(uni, priced, lp.row_dual[: lay.n_fixed_rows], per_class, pools_per_round))
 
     if m.loose_fit:
         # stopped before the loose phase converged: the loose LP spreads small classes over many
@@ -339,8 +332,7 @@ def search(
     # process (mip_process.py) or on HiGHS, either way without the GIL: its ascent gains with time
     # (3,000 workloads: 1,312 after 4 s, 1,321.3 after 8.7 s). Not when the Lagrangian bound is
     # already next to z_LP, which no other bound can pass (300 workloads: 124.2 beside 128.97)
-    share_bound: Future[float] | None = None
-    if not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
+    if share_bound is None and not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
         pool = ThreadPoolExecutor(1, thread_name_prefix="share-bound")
         egress = EgressColumns.of(lay)
         share_bound = pool.submit(simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left(), egress=egress)
@@ -406,7 +398,7 @@ def search(
             # seeds end 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
             lp_pool = np.zeros(mi.n_pools, dtype=bool)
             lp_pool[uni.cols.pool[lp_support]] = True
-            best = _best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5 if small else 1)
+            best = best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5 if small else 1)
             second = np.union1d(lp_support, best)
             if len(second) <= FINAL_MIP_MAX_COLS:
                 improve(second, (0.5 if small else SECOND_BIG) * left())
@@ -432,7 +424,7 @@ def search(
             offer = [
                 columns_on_pools(uni.cols, free, np.array(sorted(nodes), dtype=np.int64)),
                 lp_support[free[lp_cls]],
-                _best_per_class(uni.cols, rc_x, free[priced_cls], best_k),
+                best_per_class(uni.cols, rc_x, free[priced_cls], best_k),
             ]
             before = ub
             solved = improve(np.concatenate(offer), LNS_MIP_S, free, until=end)
@@ -516,16 +508,3 @@ def search(
         pools_considered=len(m.pools),
         lp_rounds=rounds,
     )
-
-
-def _earning_columns(u: Universe, fixed_duals: FloatArray, pools: IntArray, per_pool: int = 10) -> IntArray:
-    """Columns of new pools worth trying: the classes that earn most per node there."""
-    earn = u.cols.earnings(fixed_duals)
-    out: list[IntArray] = []
-    for p in pools:
-        cols = u.pool_columns(int(p)).astype(np.int64)
-        gain = earn[u.cols.group[cols]]
-        best = np.argsort(-gain, kind="stable")[:per_pool]
-        top = cols[best]
-        out.append(top[gain[best] > 0] if (gain[best] > 0).any() else top[:1])
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

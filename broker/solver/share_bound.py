@@ -85,6 +85,30 @@ class EgressColumns:
         return cls(lay.e_class, lay.e_peer, lay.e_site, cost)
 
 
+@dataclass(frozen=True)
+class DualPrices:
+    """Capacity prices for the pools of an LP (relaxed_bound.py), from its duals: per unit of cpu,
+    memory and GPU, and what they leave of a node's cost (`slack`), split over cpu and memory as
+    elsewhere. Any prices >= 0 that charge no more than a node costs are as valid as a split."""
+
+    unit: FloatArray  # (n_pools, 3); 0 for pools not in the LP
+    slack: FloatArray  # per pool: the node cost left to split; NaN for pools not in the LP
+
+    @classmethod
+    def of(cls, mi: ModelInput, pools: IntArray, unit: FloatArray) -> DualPrices:
+        """From the capacity rows' duals (`unit`, per pool of `pools`), scaled down where, by
+        solver tolerances, they would charge more than the node costs."""
+        unit = np.maximum(unit, 0.0)
+        paid = (unit * np.stack([mi.vcpus[pools], mi.mem[pools], mi.gpus[pools]], axis=1)).sum(axis=1)
+        cost = mi.node_cost[pools]
+        scale = np.minimum(1.0, cost / np.maximum(paid, 1e-300))
+        full = np.zeros((mi.n_pools, 3))
+        full[pools] = unit * scale[:, None]
+        slack = np.full(mi.n_pools, np.nan)
+        slack[pools] = np.maximum(cost - paid * scale, 0.0)
+        return cls(full, slack)
+
+
 @dataclass
 class _Columns:
     """The (class, pool) columns that can be the cheapest of their segment at some split.
@@ -135,16 +159,19 @@ def simple_bound(
     time_budget_s: float = math.inf,
     rounds: int = ROUNDS,
     egress: EgressColumns | None = None,
+    duals: DualPrices | None = None,
+    start: FloatArray | None = None,
 ) -> float:
     """Sum of the classes' floors at the best per-pool cpu/memory split found within the time
     budget (rounds=0: the best single split), plus what the dependency pairs' egress adds at
-    that split; every split gives a valid bound."""
+    that split; every split gives a valid bound. `duals` price the pools of an LP (what they
+    leave is split), `start` is the split to climb from (else the best single split)."""
     started = time.perf_counter()
     paired = np.zeros(len(mi.classes), dtype=bool)
     if egress is not None and len(egress.k):
         paired[egress.k] = paired[egress.v] = True
-    cols = _columns(mi, paired)
-    lam, _ = _best_global_split(cols)
+    cols = _columns(mi, paired, duals)
+    lam = start if start is not None else _best_global_split(cols)[0]
     egress_s = EGRESS_S_PER_COL * (len(egress.k) if egress is not None else 0)
     point = _smoothed_ascent(cols, lam, started + time_budget_s - egress_s, rounds)
     best = point.value
@@ -484,7 +511,7 @@ def _first_of_each(idx: IntArray, owner: IntArray) -> IntArray:
     return out
 
 
-def _columns(mi: ModelInput, paired: BoolArray | None = None) -> _Columns:
+def _columns(mi: ModelInput, paired: BoolArray | None = None, duals: DualPrices | None = None) -> _Columns:
     """Every class's candidate columns, less those no split can make the cheapest of their
     segment (their cheapest share costs more than another's dearest): 3,000 workloads keep
     1.6 M of 14.7 M, 20,000 keep 9.2 M of 70.8 M. Two passes over the classes, so only the
@@ -492,9 +519,15 @@ def _columns(mi: ModelInput, paired: BoolArray | None = None) -> _Columns:
     spot_pool = mi.cap_idx == SPOT
     gpu_share = _gpu_share(mi)
     split = mi.node_cost * (1.0 - gpu_share)  # what the cpu/memory split shares out
+    gpu_price = np.where(mi.gpus > 0, mi.node_cost * gpu_share / np.maximum(mi.gpus, 1e-12), 0.0)
+    if duals is not None:
+        # the LP's pools: what their duals leave, GPUs priced by their rows; the rest: the whole
+        # node, as the LP's pricing reads it (a GPU share made the other classes' columns on GPU
+        # nodes cheaper than the LP's prices: 20 $/h of floors at 3,000 workloads)
+        split = np.where(np.isnan(duals.slack), mi.node_cost, duals.slack)
+        gpu_price = np.zeros(mi.n_pools)
     cpu_price = split / mi.vcpus
     mem_price = split / mi.mem
-    gpu_price = np.where(mi.gpus > 0, mi.node_cost * gpu_share / np.maximum(mi.gpus, 1e-12), 0.0)
     kept: list[Index] = []
     seg_start: list[IntArray] = []
     seg_key: list[IntArray] = []
@@ -507,6 +540,8 @@ def _columns(mi: ModelInput, paired: BoolArray | None = None) -> _Columns:
         cpu = c.demand[0] * cpu_price[cand]
         mem = c.demand[1] * mem_price[cand]
         fixed = c.rep_cost + c.demand[2] * gpu_price[cand]
+        if duals is not None:
+            fixed += duals.unit[cand] @ c.demand
         key = None  # site * 2 + spot, where the floors need them
         if sited[i] or c.spot_cap is not None:
             key = 2 * mi.site_idx[cand] if sited[i] else np.zeros(len(cand), dtype=np.int64)
@@ -527,8 +562,11 @@ def _columns(mi: ModelInput, paired: BoolArray | None = None) -> _Columns:
         on = c.cand[keep]
         fixed = c.rep_cost[keep] + c.demand[2] * gpu_price[on]
         pool[at : at + len(on)] = on
-        at_mem[at : at + len(on)] = _round_down(fixed + c.demand[1] * mem_price[on])
-        at_cpu[at : at + len(on)] = _round_down(fixed + c.demand[0] * cpu_price[on])
+        if duals is not None:
+            fixed += duals.unit[on] @ c.demand
+        mem, cpu = fixed + c.demand[1] * mem_price[on], fixed + c.demand[0] * cpu_price[on]
+        at_mem[at : at + len(on)] = _round_down(mem)
+        at_cpu[at : at + len(on)] = _round_down(cpu)
         at += len(on)
 
     n_segs = np.array([len(s) for s in seg_start])

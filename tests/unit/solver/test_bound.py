@@ -24,6 +24,7 @@ import broker.solver.search as search_mod
 import broker.solver.share_bound as share_bound_mod
 from broker.domain import CapacityType, Dependency, ResidencyPolicy, Workload
 from broker.solver import PlacementProblem
+from broker.solver import pricing as pricing_mod
 from broker.solver.bound import lagrangian_bound, lagrangian_bound_detail
 from broker.solver.classes import SPOT
 from broker.solver.master import Master
@@ -37,6 +38,14 @@ from .synthetic import GDPR, US_ONLY, problem
 
 solve_mod = importlib.import_module("broker.solver.solve")
 SPOT_OK = (CapacityType.ONDEMAND, CapacityType.SPOT)
+# cpu-heavy and memory-heavy classes (one split for all pools cannot suit both), spot caps that
+# bind (spot is 0.35x) and spread whose second site is dearer; no class has both (floors are exact)
+CPU_MEM_SPOT_SPREAD = [
+    Workload("cpu-spot", replicas=8, cpu=2, memory_gib=1, capacity_types=SPOT_OK, max_spot_fraction=0.5),
+    Workload("mem-spot", replicas=4, cpu=0.5, memory_gib=8, capacity_types=SPOT_OK, max_spot_fraction=0.25),
+    Workload("cpu-spread", replicas=4, cpu=2, memory_gib=1, min_sites=2),
+    Workload("mem-spread", replicas=4, cpu=0.5, memory_gib=7, min_sites=2),
+]
 SHAPES = [(0.5, 1.0), (1.0, 2.0), (2.0, 4.0), (1.0, 4.0), (2.0, 8.0), (3.0, 6.0), (4.0, 16.0)]
 
 
@@ -131,7 +140,7 @@ def _rounds(
         return real(mi_, uni, m, row_dual)
 
     with monkeypatch.context() as mp:
-        mp.setattr(search_mod, "column_reduced_costs", spy)
+        mp.setattr(pricing_mod, "column_reduced_costs", spy)
         mp.setattr(search_mod, "LOOSE_FIT_MIN_COLS", -1 if loose else 10**12)
         res = search_mod.search(mi, starts=starts, time_limit_s=20, seed=0, **kw)
     return out, res
@@ -220,13 +229,7 @@ def test_share_bound_reaches_the_lp_of_what_it_keeps_with_spot_caps_and_spread()
     that bind (spot is 0.35x) and spread whose second site is dearer: the bound is the dual of
     the LP with only the demand, capacity, spot and spread rows, so it must come close to that
     LP's optimum, and never exceed it."""
-    ws = [
-        Workload("cpu-spot", replicas=8, cpu=2, memory_gib=1, capacity_types=SPOT_OK, max_spot_fraction=0.5),
-        Workload("mem-spot", replicas=4, cpu=0.5, memory_gib=8, capacity_types=SPOT_OK, max_spot_fraction=0.25),
-        Workload("cpu-spread", replicas=4, cpu=2, memory_gib=1, min_sites=2),
-        Workload("mem-spread", replicas=4, cpu=0.5, memory_gib=7, min_sites=2),
-    ]
-    mi, _ = _search_input(problem(ws))
+    mi, _ = _search_input(problem(CPU_MEM_SPOT_SPREAD))
     assert not any(c.spot_cap is not None and c.min_sites > 1 for c in mi.classes)  # floors are exact
     kept = _kept_rows_lp(mi)
     bound = simple_bound(mi)

@@ -1,0 +1,117 @@
+"""The share bound priced by its relaxation's LP (relaxed_bound.py): exact where the floors are,
+valid wherever column generation stops."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+import broker.solver.relaxed_bound as relaxed_mod
+import broker.solver.search as search_mod
+from broker.solver.model import ModelInput, make_layout
+from broker.solver.pricing import Priced
+from broker.solver.search import ClassPlacement
+from broker.solver.share_bound import EgressColumns, simple_bound
+from broker.solver.universe import make_universe
+
+from .synthetic import problem
+from .test_bound import CPU_MEM_SPOT_SPREAD, _case, _cases, _kept_rows_lp, _search_input
+
+
+def _relaxed(
+    mi: ModelInput,
+    starts: list[ClassPlacement],
+    *,
+    egress: bool = True,
+    rounds: int = relaxed_mod.ROUNDS,
+    cg_s: float = 60.0,
+) -> float:
+    """relaxed_bound from the columns search() starts with (the start placements make the first
+    LP feasible)."""
+    lay = make_layout(mi)
+    uni = make_universe(mi, lay)
+    first = np.concatenate(
+        [search_mod.initial_columns(mi, uni)] + [search_mod._columns_of(x, uni.cols) for x in starts]
+    )
+    now = time.perf_counter()
+    return relaxed_mod.relaxed_bound(
+        mi, lay, uni, first, cg_until=now + cg_s, until=now + cg_s + 10.0,
+        egress=EgressColumns.of(lay) if egress else None, rounds=rounds,
+    )  # fmt: skip
+
+
+def test_the_relaxed_lps_prices_give_its_value_before_any_ascent() -> None:
+    """Where every floor is exact (no class with both a spot cap and spread), the floors at the
+    converged relaxed LP's prices are that LP's value (Lagrangian duality): the ascent has nothing
+    left to find. A single split for all pools stays 2 % below it."""
+    mi, starts = _search_input(problem(CPU_MEM_SPOT_SPREAD))
+    kept = _kept_rows_lp(mi)
+    at_prices = _relaxed(mi, starts, egress=False, rounds=0)
+    assert simple_bound(mi, rounds=0) < 0.98 * kept
+    # float32 prices rounded down: 5e-8 below
+    assert kept * (1 - 1e-6) <= at_prices <= kept + 1e-7, (at_prices, kept)
+
+
+@pytest.mark.parametrize("spread", [True, False])
+@pytest.mark.parametrize("seed", [*_cases(), 5, 8])
+def test_the_relaxed_bound_never_exceeds_the_full_lp(seed: int, spread: bool) -> None:
+    """Spot caps, spread, residency, a dependency pair and a running placement: whatever the
+    relaxed LP's prices, the floors and the pairs' egress stay below the full LP."""
+    mi, starts, full_lp, _ = _case(seed, spread=spread)
+    bound = _relaxed(mi, starts)
+    assert 0 < bound <= full_lp + 1e-7, (bound, full_lp)
+
+
+@pytest.mark.parametrize("stop_after", [1, 2, 3])
+@pytest.mark.parametrize("seed", list(_cases()))
+def test_prices_from_unfinished_column_generation_still_give_a_valid_bound(
+    seed: int, stop_after: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Column generation stopped after a few rounds (its prices far from the LP's): the bound
+    holds, since any prices that charge no more than a node costs are valid multipliers."""
+    mi, starts, full_lp, _ = _case(seed)
+    real = relaxed_mod.price
+    calls = [0]
+
+    def stopping(*args: object) -> Priced:
+        out = real(*args)  # type: ignore[arg-type]
+        calls[0] += 1
+        if calls[0] >= stop_after:  # as if the time were up
+            out.new_pool[:] = False
+            out.neg_cols[:] = False
+        return out
+
+    monkeypatch.setattr(relaxed_mod, "price", stopping)
+    bound = _relaxed(mi, starts)
+    assert 0 < bound <= full_lp + 1e-7, (bound, full_lp)
+
+
+def test_no_time_for_column_generation_falls_back_to_the_share_bound() -> None:
+    mi, starts, full_lp, _ = _case(0)
+    bound = _relaxed(mi, starts, cg_s=-1.0)
+    assert 0 < bound <= full_lp + 1e-7
+    assert math.isclose(bound, simple_bound(mi, egress=EgressColumns.of(make_layout(mi))), rel_tol=1e-2)
+
+
+def test_search_runs_the_relaxed_bound_beside_column_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On big requests (here: any) the bound of an unfinished search comes from the relaxed LP's
+    prices, started with column generation; it stays below the optimum."""
+    mi, starts, _, opt = _case(2)
+    seen: list[float] = []
+    real = relaxed_mod.relaxed_bound
+
+    def spy(*args: object, **kw: object) -> float:
+        seen.append(real(*args, **kw))  # type: ignore[arg-type]
+        return seen[-1]
+
+    monkeypatch.setattr(search_mod, "relaxed_bound", spy)
+    monkeypatch.setattr(search_mod, "RELAXED_MIN_COLS", -1)
+    res = search_mod.search(mi, starts=starts, time_limit_s=10, seed=0, max_rounds=1)
+    assert res is not None and not res.proven
+    assert len(seen) == 1
+    assert res.lower_bound == pytest.approx(min(seen[0], res.objective), rel=1e-8)
+    assert 0 < res.lower_bound <= opt + 1e-7
+    np.testing.assert_array_less(res.lower_bound, res.objective + 1e-9)
