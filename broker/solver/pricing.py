@@ -132,13 +132,27 @@ def entering(u: Universe, priced: Priced, fixed_duals: FloatArray, per_class: in
 
 def best_per_class(cols: XColumns, rc: ColumnCosts, keep: BoolArray, k: int) -> IntArray:
     """The k most negative reduced costs of each class among the priced columns in `keep`."""
-    idx, val = rc.idx[keep], rc.val[keep]
-    cls = cols.cls(idx)
-    order = np.lexsort((val, cls))
+    out: IntArray = rc.idx[_best_positions(cols, rc, keep, k)]
+    return out
+
+
+def shortlist(cols: XColumns, rc: ColumnCosts, k: int, on: BoolArray, k_on: int) -> ColumnCosts:
+    """Each class's k best-priced columns and its k_on best among `on`: all that the MIPs of a
+    search read once no reduced-cost inclusion can follow (20,000 workloads: 450k of ~28 M
+    priced columns, ~0.5 GB less while the share bound and the MIPs run)."""
+    pos = np.union1d(_best_positions(cols, rc, None, k), _best_positions(cols, rc, on, k_on))
+    return ColumnCosts(rc.idx[pos], rc.val[pos])
+
+
+def _best_positions(cols: XColumns, rc: ColumnCosts, keep: BoolArray | None, k: int) -> IntArray:
+    """Positions in `rc` of the k most negative reduced costs of each class among `keep`."""
+    at = np.arange(len(rc.idx)) if keep is None else np.flatnonzero(keep)
+    cls = cols.cls(rc.idx[at])
+    order = np.lexsort((rc.val[at], cls))
     c = cls[order]
     first = np.r_[0, np.flatnonzero(c[1:] != c[:-1]) + 1]
     rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
-    out: IntArray = idx[order[rank < k]]
+    out: IntArray = at[order[rank < k]]
     return out
 
 

@@ -31,7 +31,7 @@ from broker.solver.classes import per_node_exact
 from broker.solver.lns import columns_on_pools, pick_classes
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput, XColumns, egress_values, make_layout
-from broker.solver.pricing import ColumnCosts, best_per_class, entering, price
+from broker.solver.pricing import ColumnCosts, Priced, best_per_class, entering, price, shortlist
 from broker.solver.relaxed_bound import relaxed_bound
 from broker.solver.share_bound import EgressColumns, simple_bound
 from broker.solver.universe import Universe, make_universe
@@ -54,6 +54,8 @@ LNS_MIN_FREE, LNS_START_FREE = 5, 30
 LNS_MIP_S = 1.5
 # each free class is offered its best-priced columns, more when a neighbourhood of every class fails
 LNS_BEST_PRICED, LNS_MAX_PRICED = 5, 40
+# the second neighbourhood offers each class its best-priced columns on the LP's pools
+SECOND_BEST = 5
 # above this many columns the final MIP does not finish its root in the time left (300 workloads:
 # 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): it is skipped, LNS takes the time
 FINAL_MIP_MAX_COLS = 20_000
@@ -282,6 +284,7 @@ def search(
     rc_pools: IntArray = np.zeros(0, dtype=np.int64)
     rc_p: FloatArray = np.zeros(0)
     rc_x = ColumnCosts(np.zeros(0, dtype=np.int64), np.zeros(0))
+    priced: Priced | None = None
     round_s = 0.0  # how long the last round took
     for rounds in range(1, max_rounds + 1):
         round_start = time.perf_counter()
@@ -328,6 +331,12 @@ def search(
             z_lp = tight.value
             lp_x = _round_lp(mi, *m.x_keys(), tight.x)
             lp_support = m.x_uni[tight.x > 1e-7]
+    lp_pool = np.zeros(mi.n_pools, dtype=bool)
+    lp_pool[uni.cols.pool[lp_support]] = True
+    if not converged or m.n_cols > FINAL_MIP_MAX_COLS:
+        # no reduced-cost inclusion follows: keep only the priced columns the MIPs below read
+        rc_x = shortlist(uni.cols, rc_x, LNS_MAX_PRICED, lp_pool[uni.cols.pool[rc_x.idx]], SECOND_BEST)
+        priced = None
     # the LP-free share bound runs in a thread beside the MIPs, which mostly wait on their child
     # process (mip_process.py) or on HiGHS, either way without the GIL: its ascent gains with time
     # (3,000 workloads: 1,312 after 4 s, 1,321.3 after 8.7 s). Not when the Lagrangian bound is
@@ -396,9 +405,7 @@ def search(
             # not above FINAL_MIP_MAX_COLS either. Half the time left where LNS follows: solved to
             # the end it reaches 130.18 $/h at 300 workloads (in 16 s); with half, runs over 4
             # seeds end 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
-            lp_pool = np.zeros(mi.n_pools, dtype=bool)
-            lp_pool[uni.cols.pool[lp_support]] = True
-            best = best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], 5 if small else 1)
+            best = best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], SECOND_BEST if small else 1)
             second = np.union1d(lp_support, best)
             if len(second) <= FINAL_MIP_MAX_COLS:
                 improve(second, (0.5 if small else SECOND_BIG) * left())
