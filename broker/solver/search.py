@@ -502,7 +502,8 @@ def search(
         return None
     x = incumbent
     value = objective(mi, lay, x)
-    fallback = share_bound.result() if share_bound is not None else -math.inf
+    # a converged LP is the bound: a share bound's thread still running is not waited for
+    fallback = share_bound.result() if share_bound is not None and not converged else -math.inf
     lower = max(z_lp, min(bound, z_lp + excluded_min)) if converged else max(lagrangian, fallback, loose_bound)
     # HiGHS' dual bound carries solver tolerances; never claim more than is proven
     lower = min(lower * (1 - 1e-9), value)

@@ -27,7 +27,9 @@ the floors of a matching of pairs, each class in one pair, added 3.75).
 
 The best single split for all pools is found by golden-section search (the plain total is
 concave in it); from there each pool's own split is moved by L-BFGS-B on the floors smoothed
-by softmins (`_smoothed_ascent`), and the best split seen gives the bound.
+by softmins (`_smoothed_ascent`), and the best split seen gives the bound. On big requests
+relaxed_bound.py hands it better prices to start from: the duals of its relaxation's LP
+(`DualPrices`).
 """
 
 from __future__ import annotations
@@ -517,10 +519,11 @@ def _columns(mi: ModelInput, paired: BoolArray | None = None, duals: DualPrices 
     1.6 M of 14.7 M, 20,000 keep 9.2 M of 70.8 M. Two passes over the classes, so only the
     kept columns' positions are held while the arrays are built."""
     spot_pool = mi.cap_idx == SPOT
-    gpu_share = _gpu_share(mi)
-    split = mi.node_cost * (1.0 - gpu_share)  # what the cpu/memory split shares out
-    gpu_price = np.where(mi.gpus > 0, mi.node_cost * gpu_share / np.maximum(mi.gpus, 1e-12), 0.0)
-    if duals is not None:
+    if duals is None:
+        gpu_share = _gpu_share(mi)
+        split = mi.node_cost * (1.0 - gpu_share)  # what the cpu/memory split shares out
+        gpu_price = np.where(mi.gpus > 0, mi.node_cost * gpu_share / np.maximum(mi.gpus, 1e-12), 0.0)
+    else:
         # the LP's pools: what their duals leave, GPUs priced by their rows; the rest: the whole
         # node, as the LP's pricing reads it (a GPU share made the other classes' columns on GPU
         # nodes cheaper than the LP's prices: 20 $/h of floors at 3,000 workloads)
