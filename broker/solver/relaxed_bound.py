@@ -18,6 +18,8 @@ Every price is a valid multiplier, so the bound holds whether column generation 
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 
 import numpy as np
@@ -44,14 +46,18 @@ def relaxed_bound(
     until: float,
     egress: EgressColumns | None = None,
     rounds: int = ROUNDS,
+    stop: threading.Event | None = None,
 ) -> float:
     """The share bound from the relaxed LP's prices: column generation from the universe columns
     `first` until `cg_until`, the ascent (`rounds`) and the egress pricing until `until`
-    (perf_counter)."""
+    (perf_counter). Once `stop` is set (the search needs no bound any more) it ends early: -inf
+    during column generation, the bound reached so far during the ascent."""
     m = Master(mi, lay, uni, relaxed=True)
     m.add_columns(first)
     last: tuple[DualPrices, Priced] | None = None
     while (left := cg_until - time.perf_counter()) > 0:
+        if stop is not None and stop.is_set():
+            return -math.inf
         lp = m.solve_lp(time_limit_s=left)
         if lp is None:
             break
@@ -62,8 +68,8 @@ def relaxed_bound(
         m.add_columns(entering(uni, priced, lp.row_dual[: lay.n_fixed_rows], PER_CLASS, POOLS_PER_ROUND))
     budget = max(until - time.perf_counter(), 0.0)
     if last is None:
-        return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds)
+        return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, stop=stop)
     duals, priced = last
     start = np.full(mi.n_pools, 0.5)
     start[priced.pools.pools] = priced.pools.cpu_limits
-    return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, duals=duals, start=start)
+    return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, duals=duals, start=start, stop=stop)

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -265,6 +266,7 @@ def search(
         first.append(pos[pos >= 0])
     m.add_columns(np.concatenate(first))
     share_bound: Future[float] | None = None
+    no_bound_needed = threading.Event()  # the relaxed bound's thread ends early once set
     if RELAXED_MIN_COLS < uni.size <= LOOSE_FIT_MAX_COLS:
         # column generation cannot converge here in time: the share bound, priced by its own
         # relaxation's LP (relaxed_bound.py), starts at once in a thread beside it
@@ -272,6 +274,7 @@ def search(
         share_bound = pool.submit(
             relaxed_bound, mi, lay, uni, np.concatenate(first), egress=EgressColumns.of(lay),
             cg_until=started + RELAXED_CG_END * time_limit_s, until=started + RELAXED_END * time_limit_s,
+            stop=no_bound_needed,
         )  # fmt: skip
         pool.shutdown(wait=False)  # the thread ends with its one task
     z_lp = -math.inf
@@ -321,6 +324,8 @@ def search(
             break
         m.add_columns(entering(uni, priced, lp.row_dual[: lay.n_fixed_rows], per_class, pools_per_round))
 
+    if converged:  # the LP is the bound
+        no_bound_needed.set()
     if m.loose_fit:
         # stopped before the loose phase converged: the loose LP spreads small classes over many
         # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
@@ -489,6 +494,7 @@ def search(
             time_limit_s=0.75 * left(), seed=seed, hint=hint(m), rel_gap=rel_gap, isolated=m.n_cols >= ISOLATE_MIN_COLS
         )
         if res.status == "infeasible" and incumbent is None:
+            no_bound_needed.set()
             return None
         if res.status in ("optimal", "feasible"):
             xm = m.placement(res.x)
@@ -499,10 +505,10 @@ def search(
         if not math.isfinite(bound):
             bound = z_lp
     if incumbent is None:
+        no_bound_needed.set()
         return None
     x = incumbent
     value = objective(mi, lay, x)
-    # a converged LP is the bound: a share bound's thread still running is not waited for
     fallback = share_bound.result() if share_bound is not None and not converged else -math.inf
     lower = max(z_lp, min(bound, z_lp + excluded_min)) if converged else max(lagrangian, fallback, loose_bound)
     # HiGHS' dual bound carries solver tolerances; never claim more than is proven

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -163,11 +164,13 @@ def simple_bound(
     egress: EgressColumns | None = None,
     duals: DualPrices | None = None,
     start: FloatArray | None = None,
+    stop: threading.Event | None = None,
 ) -> float:
     """Sum of the classes' floors at the best per-pool cpu/memory split found within the time
     budget (rounds=0: the best single split), plus what the dependency pairs' egress adds at
     that split; every split gives a valid bound. `duals` price the pools of an LP (what they
-    leave is split), `start` is the split to climb from (else the best single split)."""
+    leave is split), `start` is the split to climb from (else the best single split); the ascent
+    ends early once `stop` is set."""
     started = time.perf_counter()
     paired = np.zeros(len(mi.classes), dtype=bool)
     if egress is not None and len(egress.k):
@@ -175,7 +178,7 @@ def simple_bound(
     cols = _columns(mi, paired, duals)
     lam = start if start is not None else _best_global_split(cols)[0]
     egress_s = EGRESS_S_PER_COL * (len(egress.k) if egress is not None else 0)
-    point = _smoothed_ascent(cols, lam, started + time_budget_s - egress_s, rounds)
+    point = _smoothed_ascent(cols, lam, started + time_budget_s - egress_s, rounds, stop)
     best = point.value
     if paired.any() and egress is not None:
         left = max(time_budget_s - (time.perf_counter() - started), egress_s)
@@ -183,7 +186,9 @@ def simple_bound(
     return best
 
 
-def _smoothed_ascent(cols: _Columns, lam: FloatArray, deadline: float, rounds: int) -> _Point:
+def _smoothed_ascent(
+    cols: _Columns, lam: FloatArray, deadline: float, rounds: int, stop: threading.Event | None = None
+) -> _Point:
     """The floors at the best split found by maximising smoothed floors from `lam`.
 
     The sum of floors is concave in the splits but not smooth: each floor is a minimum over
@@ -199,10 +204,10 @@ def _smoothed_ascent(cols: _Columns, lam: FloatArray, deadline: float, rounds: i
     best_pt, best_lam = _evaluate(cols, lam), lam
     trust, temperature = TRUST, TEMPERATURE
     for _ in range(rounds):
-        if time.perf_counter() >= deadline or trust < MIN_TRUST:
+        if time.perf_counter() >= deadline or trust < MIN_TRUST or (stop is not None and stop.is_set()):
             break
         smooth = _Smoothed(cols, best_pt, best_lam, trust, temperature)
-        lam = smooth.maximise(best_lam, trust, deadline)
+        lam = smooth.maximise(best_lam, trust, deadline, stop)
         pt = _evaluate(cols, lam)
         if pt.value > best_pt.value:
             if pt.value < best_pt.value + STALL * abs(best_pt.value):
@@ -275,13 +280,15 @@ class _Smoothed:
         grad = np.bincount(self.pool, weights=weight, minlength=self.n_pools).astype(np.float64)
         return -total, -grad
 
-    def maximise(self, lam: FloatArray, trust: float, deadline: float) -> FloatArray:
-        """L-BFGS-B within the box, stopped at the deadline with the split it had reached."""
+    def maximise(
+        self, lam: FloatArray, trust: float, deadline: float, stop: threading.Event | None = None
+    ) -> FloatArray:
+        """L-BFGS-B within the box, stopped at the deadline (or `stop`) with the split it had reached."""
         reached = [lam]
 
         def stop_at_deadline(x: FloatArray) -> None:
             reached.append(x.copy())
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline or (stop is not None and stop.is_set()):
                 raise StopIteration
 
         box = np.c_[np.maximum(lam - trust, 0.0), np.minimum(lam + trust, 1.0)]

@@ -4,6 +4,7 @@ valid wherever column generation stops."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -115,3 +116,33 @@ def test_search_runs_the_relaxed_bound_beside_column_generation(monkeypatch: pyt
     assert res.lower_bound == pytest.approx(min(seen[0], res.objective), rel=1e-8)
     assert 0 < res.lower_bound <= opt + 1e-7
     np.testing.assert_array_less(res.lower_bound, res.objective + 1e-9)
+
+
+def test_once_the_search_needs_no_bound_the_thread_stops() -> None:
+    """Set before column generation: no bound (-inf) and no LP solved; set before the ascent: the
+    bound at the starting split, as with no ascent rounds."""
+    mi, _, _, _ = _case(0)
+    stop = threading.Event()
+    stop.set()
+    lay = make_layout(mi)
+    uni = make_universe(mi, lay)
+    now = time.perf_counter()
+    first = search_mod.initial_columns(mi, uni)
+    assert relaxed_mod.relaxed_bound(mi, lay, uni, first, cg_until=now + 60, until=now + 70, stop=stop) == -math.inf
+    assert simple_bound(mi, stop=stop) == simple_bound(mi, rounds=0) < simple_bound(mi)
+
+
+def test_a_converged_search_tells_the_relaxed_bound_to_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    mi, starts, _, _ = _case(2)
+    events: list[threading.Event] = []
+    real = relaxed_mod.relaxed_bound
+
+    def spy(*args: object, **kw: object) -> float:
+        events.append(kw["stop"])  # type: ignore[arg-type]
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(search_mod, "relaxed_bound", spy)
+    monkeypatch.setattr(search_mod, "RELAXED_MIN_COLS", -1)
+    res = search_mod.search(mi, starts=starts, time_limit_s=60, seed=0)
+    assert res is not None and res.proven
+    assert len(events) == 1 and events[0].is_set()
