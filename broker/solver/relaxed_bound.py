@@ -5,8 +5,8 @@ cost handed to its cpu and memory, the classes priced apart. Its best value is t
 it keeps: demand, spot caps, spread and capacity, without the fit rows, the rows that make a
 spread site run a node, and egress. Column generation solves that LP far faster than the full
 one (3,000 workloads: converged in 7 rounds, 14 s alone, where the full LP still moved after 40
-rounds), and its capacity duals are the prices the ascent looks for. Its smoothed ascent alone stalled
-3 $/h below that LP at 3,000 workloads (1,322.1 vs 1,325.1 $/h before egress).
+rounds), and its capacity duals are the prices the ascent looks for: alone, the smoothed ascent
+stalled 3 $/h below that LP at 3,000 workloads (1,322.1 vs 1,325.1 $/h before egress).
 
 So, beside the full column generation, this runs column generation on that relaxed LP for a
 share of the time and hands its duals to the share bound: pools in the LP are priced by their
@@ -24,10 +24,10 @@ import time
 
 import numpy as np
 
-from broker.pooltable import IntArray
+from broker.pooltable import FloatArray, IntArray
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput
-from broker.solver.pricing import Priced, entering, price
+from broker.solver.pricing import entering, price
 from broker.solver.share_bound import ROUNDS, DualPrices, EgressColumns, simple_bound
 from broker.solver.universe import Universe
 
@@ -52,24 +52,33 @@ def relaxed_bound(
     `first` until `cg_until`, the ascent (`rounds`) and the egress pricing until `until`
     (perf_counter). Once `stop` is set (the search needs no bound any more) it ends early: -inf
     during column generation, the bound reached so far during the ascent."""
+    prices = _relaxed_prices(mi, lay, uni, first, cg_until, stop)
+    if stop is not None and stop.is_set():
+        return -math.inf
+    budget = max(until - time.perf_counter(), 0.0)
+    if prices is None:
+        return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, stop=stop)
+    duals, start = prices
+    return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, duals=duals, start=start, stop=stop)
+
+
+def _relaxed_prices(
+    mi: ModelInput, lay: Layout, uni: Universe, first: IntArray, cg_until: float, stop: threading.Event | None
+) -> tuple[DualPrices, FloatArray] | None:
+    """The last relaxed LP's capacity prices and the split for every other pool's cost (None
+    without an LP); its model and pricing arrays are freed before the ascent runs."""
     m = Master(mi, lay, uni, relaxed=True)
     m.add_columns(first)
-    last: tuple[DualPrices, Priced] | None = None
-    while (left := cg_until - time.perf_counter()) > 0:
-        if stop is not None and stop.is_set():
-            return -math.inf
+    last: tuple[DualPrices, FloatArray] | None = None
+    while (left := cg_until - time.perf_counter()) > 0 and not (stop is not None and stop.is_set()):
         lp = m.solve_lp(time_limit_s=left)
         if lp is None:
             break
         priced = price(mi, uni, m, lp.row_dual, lp.value)
-        last = m.dual_prices(lp.row_dual), priced
+        start = np.full(mi.n_pools, 0.5)
+        start[priced.pools.pools] = priced.pools.cpu_limits
+        last = m.dual_prices(lp.row_dual), start
         if priced.converged:
             break
         m.add_columns(entering(uni, priced, lp.row_dual[: lay.n_fixed_rows], PER_CLASS, POOLS_PER_ROUND))
-    budget = max(until - time.perf_counter(), 0.0)
-    if last is None:
-        return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, stop=stop)
-    duals, priced = last
-    start = np.full(mi.n_pools, 0.5)
-    start[priced.pools.pools] = priced.pools.cpu_limits
-    return simple_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, duals=duals, start=start, stop=stop)
+    return last
