@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -234,6 +236,14 @@ def _columns_of(x: ClassPlacement | None, cols: XColumns) -> IntArray:
     return pos[pos >= 0]
 
 
+def _in_thread(name: str, fn: Callable[..., float], *args: Any, **kw: Any) -> Future[float]:
+    """fn(*args, **kw) in a thread of its own, which ends with it."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+    out = pool.submit(fn, *args, **kw)
+    pool.shutdown(wait=False)
+    return out
+
+
 def search(
     mi: ModelInput,
     *,
@@ -270,13 +280,11 @@ def search(
     if RELAXED_MIN_COLS < uni.size <= LOOSE_FIT_MAX_COLS:
         # column generation cannot converge here in time: the share bound, priced by its own
         # relaxation's LP (relaxed_bound.py), starts at once in a thread beside it
-        pool = ThreadPoolExecutor(1, thread_name_prefix="relaxed-bound")
-        share_bound = pool.submit(
-            relaxed_bound, mi, lay, uni, np.concatenate(first), egress=EgressColumns.of(lay),
+        share_bound = _in_thread(
+            "relaxed-bound", relaxed_bound, mi, lay, uni, np.concatenate(first), egress=EgressColumns.of(lay),
             cg_until=started + RELAXED_CG_END * time_limit_s, until=started + RELAXED_END * time_limit_s,
             stop=no_bound_needed,
         )  # fmt: skip
-        pool.shutdown(wait=False)  # the thread ends with its one task
     z_lp = -math.inf
     lagrangian = -math.inf
     loose_bound = -math.inf  # the converged LP with loose fit rows: a relaxation's LP
@@ -347,10 +355,9 @@ def search(
     # (3,000 workloads: 1,312 after 4 s, 1,321.3 after 8.7 s). Not when the Lagrangian bound is
     # already next to z_LP, which no other bound can pass (300 workloads: 124.2 beside 128.97)
     if share_bound is None and not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
-        pool = ThreadPoolExecutor(1, thread_name_prefix="share-bound")
-        egress = EgressColumns.of(lay)
-        share_bound = pool.submit(simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left(), egress=egress)
-        pool.shutdown(wait=False)  # the thread ends with its one task
+        share_bound = _in_thread(
+            "share-bound", simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left(), egress=EgressColumns.of(lay)
+        )
     candidates: list[ClassPlacement] = []
     if lp_x is not None and _feasible(mi, lp_x, class_nodes(mi, lp_x)):
         candidates.append(lp_x)
