@@ -253,7 +253,7 @@ def _columns_of(x: ClassPlacement | None, cols: XColumns) -> IntArray:
     return pos[pos >= 0]
 
 
-def _in_thread(name: str, fn: Callable[..., float], *args: Any, **kw: Any) -> Future[float]:
+def in_thread(name: str, fn: Callable[..., float], *args: Any, **kw: Any) -> Future[float]:
     """fn(*args, **kw) in a thread of its own, which ends with it."""
     pool = ThreadPoolExecutor(1, thread_name_prefix=name)
     out = pool.submit(fn, *args, **kw)
@@ -272,7 +272,10 @@ def search(
     include_cols: int = 40_000,
     per_class: int = 8,
     pools_per_round: int = 100,
+    prove: bool = True,
 ) -> SearchResult | None:
+    """The placement of `mi` within time_limit_s. prove=False: no bound beyond the LP's and the MIPs' (a
+    group of split.py, whose bound is the whole request's): no bound threads, no Lagrangian bound."""
     started = time.perf_counter()
 
     def left() -> float:
@@ -294,10 +297,10 @@ def search(
     m.add_columns(np.concatenate(first))
     share_bound: Future[float] | None = None
     no_bound_needed = threading.Event()  # the relaxed bound's thread ends early once set
-    if RELAXED_MIN_COLS < uni.size <= LOOSE_FIT_MAX_COLS:
+    if prove and RELAXED_MIN_COLS < uni.size <= LOOSE_FIT_MAX_COLS:
         # column generation cannot converge here in time: the share bound, priced by its own
         # relaxation's LP (relaxed_bound.py), starts at once in a thread beside it
-        share_bound = _in_thread(
+        share_bound = in_thread(
             "relaxed-bound", relaxed_bound, mi, lay, uni, np.concatenate(first), egress=EgressColumns.of(lay),
             cg_until=started + RELAXED_CG_END * time_limit_s, until=started + RELAXED_END * time_limit_s,
             stop=no_bound_needed,
@@ -338,7 +341,7 @@ def search(
         # early (every round it took most of the round's time, and CG converged 4x later),
         # and only when it fits the request's time at all
         lag_s = BOUND_SECONDS_PER_COL * uni.size
-        lag_ok = 1.5 * lag_s < 0.5 * time_limit_s
+        lag_ok = prove and 1.5 * lag_s < 0.5 * time_limit_s
         # stop when the next round, three times as long as this one (LPs grow: 20,000 workloads,
         # 8 s then 30 s), would end in the MIPs' share of the time: an LP cut off by its limit is time lost,
         # and a bigger LP support made the RENS MIP's cut separation run 46 s past its limit there
@@ -371,8 +374,8 @@ def search(
     # process (mip_process.py) or on HiGHS, either way without the GIL: its ascent gains with time
     # (3,000 workloads: 1,312 after 4 s, 1,321.3 after 8.7 s). Not when the Lagrangian bound is
     # already next to z_LP, which no other bound can pass (300 workloads: 124.2 beside 128.97)
-    if share_bound is None and not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
-        share_bound = _in_thread(
+    if prove and share_bound is None and not converged and max(lagrangian, loose_bound) < (1 - rel_gap / 2) * z_lp:
+        share_bound = in_thread(
             "share-bound", simple_bound, mi, time_budget_s=SHARE_BOUND_SHARE * left(), egress=EgressColumns.of(lay)
         )
     feasible = [x0 for x0 in starts if _feasible(mi, x0, class_nodes(mi, x0))]

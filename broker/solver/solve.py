@@ -20,6 +20,7 @@ from broker.solver.model import ModelInput
 from broker.solver.prepare import prepare
 from broker.solver.problem import PlacementProblem
 from broker.solver.search import ClassPlacement, search
+from broker.solver.split import applies, search_in_groups
 
 EXPLAIN_S_PER_WORKLOAD = 3.0e-4
 AFTER_SEARCH_S = 0.3
@@ -92,7 +93,7 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     # request's time too: ~0.17 ms per workload measured at 3,000 workloads, and a fixed part
     after = AFTER_SEARCH_S + EXPLAIN_S_PER_WORKLOAD * len(workloads)
     remaining = max(0.1, limit - (time.perf_counter() - started) - after)
-    found = search(mi, starts=starts, time_limit_s=remaining, seed=seed)
+    found = (search_in_groups if applies(mi) else search)(mi, starts=starts, time_limit_s=remaining, seed=seed)
     if found is None:
         raise Infeasible(
             "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
