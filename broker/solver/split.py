@@ -7,9 +7,10 @@ times smaller; the simplex grows faster than linearly with it, so column generat
 per group where the whole request got a single round in its time (20,000 workloads: a first LP
 of 13 s and a second of 40 s, the answer 3.5 % above the bound).
 
-What the split gives up is small and only ever costs: in the LP a pool's node cost is linear
-in its load, so the groups' LPs add up to about the whole one, and merged, groups that use the
-same pool share its nodes again (class_nodes counts them over the whole placement).
+What the split gives up is little: in the LP a pool's node cost is linear in its load, so the
+groups' LPs add up to about the whole one; what is lost is whole nodes shared between groups
+while they are searched, and merged, groups that use the same pool share its nodes again
+(class_nodes counts them over the whole placement).
 """
 
 from __future__ import annotations
@@ -22,15 +23,24 @@ import numpy as np
 
 from broker.pooltable import FloatArray, IntArray
 from broker.solver.model import ModelInput, make_layout
-from broker.solver.search import ClassPlacement, SearchResult, class_nodes, in_thread, objective, search
+from broker.solver.search import (
+    LOOSE_FIT_MAX_COLS,
+    ClassPlacement,
+    SearchResult,
+    class_nodes,
+    in_thread,
+    objective,
+    search,
+)
 from broker.solver.share_bound import EgressColumns, simple_bound
 
-# universe columns above which a request is split (3,000 workloads, 14.7 M, converge whole; 20,000
-# workloads, 70.8 M columns, got one round). A group weighs sqrt(candidate columns) per class: by
-# classes alone one group of four held 34 M columns, by columns alone 6,381 of 10,255 classes, each
-# with one CG round; GROUP_WEIGHT makes 12 groups at 20,000 workloads (answers at 4, 6, 8, 12, 16,
-# 24 groups: 8,763, 8,728, 8,711, 8,698, 8,723, 8,720 $/h; whole: 8,874)
-SPLIT_MIN_COLS = 20_000_000
+# universe columns above which a request is split: where search() gets no relaxed-LP bound (3,000
+# workloads, 14.7 M columns, converge whole; 20,000 workloads, 70.8 M, got one round)
+SPLIT_MIN_COLS = LOOSE_FIT_MAX_COLS
+# a group weighs sqrt(candidate columns) per class: by classes alone one group of four held 34 M
+# columns, by columns alone 6,381 of 10,255 classes, each with one CG round. GROUP_WEIGHT makes 12
+# groups at 20,000 workloads (answers with 4, 6, 8, 12, 16, 24 groups: 8,763, 8,728, 8,711, 8,698,
+# 8,723, 8,720 $/h; whole: 8,874)
 GROUP_WEIGHT = 62_000.0
 # the groups' share of the time; the whole request's objective and bound come after
 GROUPS_END = 0.95
