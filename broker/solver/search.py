@@ -57,8 +57,11 @@ LNS_MIN_FREE, LNS_START_FREE = 5, 30
 LNS_MIP_S = 1.5
 # each free class is offered its best-priced columns, more when a neighbourhood of every class fails
 LNS_BEST_PRICED, LNS_MAX_PRICED = 5, 40
-# the second neighbourhood offers each class its best-priced columns on the LP's pools
-SECOND_BEST = 5
+# the second neighbourhood offers each class its best-priced columns on the LP's pools: 5, and on
+# big requests 1, or 2 to a class the LP splits over several columns (3,000 workloads, three runs:
+# 1,338.4-1,340.9 $/h, solved in 5-7 s, where 1 for every class gave 1,341.5-1,342.7; 2 for every
+# class, 8k columns, ran to its limit; 3 for split classes, 1,342.6 and 1,349.9)
+SECOND_BEST, SECOND_BIG_BEST, SECOND_BIG_SPLIT = 5, 1, 2
 # above this many columns the final MIP does not finish its root in the time left (300 workloads:
 # 51k columns, dual bound 0 after 3-7 s, no better answer in 12 runs): it is skipped, LNS takes the time
 FINAL_MIP_MAX_COLS = 20_000
@@ -433,12 +436,20 @@ def search(
         # (20,000 workloads: RENS within 1 % of it ended the search 20 s early)
         if incumbent is not None and (not converged or ub - z_lp > rel_gap * ub):
             # then every class may move onto any pool the LP uses (its 5 best there by reduced
-            # cost, 1 on big requests): whole nodes shared with other classes. All columns there
-            # (8k at 300 workloads) made HiGHS' root cut rounds run 16 s past a 4 s limit, so
-            # not above FINAL_MIP_MAX_COLS either. Half the time left where LNS follows: solved to
-            # the end it reaches 130.18 $/h at 300 workloads (in 16 s); with half, runs over 4
-            # seeds end 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
-            best = best_per_class(uni.cols, rc_x, lp_pool[uni.cols.pool[rc_x.idx]], SECOND_BEST if small else 1)
+            # cost; on big requests 1, 2 if the LP splits it): whole nodes shared with other
+            # classes. All columns there (8k at 300 workloads) made HiGHS' root cut rounds run 16 s
+            # past a 4 s limit, so not above FINAL_MIP_MAX_COLS either. Half the time left where
+            # LNS follows: solved to the end it reaches 130.18 $/h at 300 workloads (in 16 s); with
+            # half, runs over 4 seeds end 0.86-1.10 % above the LP, with 0.3 1.04-1.19 %
+            on_lp = lp_pool[uni.cols.pool[rc_x.idx]]
+            if small:
+                best = best_per_class(uni.cols, rc_x, on_lp, SECOND_BEST)
+            else:
+                split = np.bincount(uni.cols.cls(lp_support), minlength=len(mi.classes)) >= 2
+                best = np.union1d(
+                    best_per_class(uni.cols, rc_x, on_lp, SECOND_BIG_BEST),
+                    best_per_class(uni.cols, rc_x, on_lp & split[uni.cols.cls(rc_x.idx)], SECOND_BIG_SPLIT),
+                )
             second = np.union1d(lp_support, best)
             if len(second) <= FINAL_MIP_MAX_COLS:
                 improve(second, (0.5 if small else SECOND_BIG) * left())

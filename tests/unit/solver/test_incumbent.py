@@ -1,7 +1,11 @@
-"""The first incumbent: the rounded LP, its broken classes placed as in a feasible start."""
+"""The first incumbents: the rounded LP, its broken classes placed as in a feasible start, and
+what the second neighbourhood offers."""
 
 from __future__ import annotations
 
+import pytest
+
+import broker.solver.search as search_mod
 from broker.solver.search import ClassPlacement, _broken_classes, _feasible, _repaired, class_nodes
 
 from .test_bound import _case
@@ -54,3 +58,25 @@ def test_a_rounded_lp_keeps_its_sound_classes_and_takes_the_start_for_the_broken
         assert r == (start if c in broken else rounded)[(c, p)]
     assert {c for c, _ in fixed} == set(range(len(mi.classes)))
     assert _repaired(mi, fixed, start) == fixed  # nothing broken: unchanged
+
+
+def test_on_big_requests_a_class_the_lp_splits_is_offered_two_columns_in_the_second_neighbourhood(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mi, starts, _lp, _opt = _case(0)
+    calls: list[tuple[int, set[int]]] = []
+    real = search_mod.best_per_class
+
+    def spy(cols, priced, mask, k):  # type: ignore[no-untyped-def]
+        calls.append((k, set(cols.cls(priced.idx[mask]).tolist())))
+        return real(cols, priced, mask, k)
+
+    monkeypatch.setattr(search_mod, "best_per_class", spy)
+    monkeypatch.setattr(search_mod, "NEIGHBOURHOOD_MAX_COLS", -1)  # as if big
+    monkeypatch.setattr(search_mod, "LNS_SHARE", 0.0)
+    res = search_mod.search(mi, starts=starts, time_limit_s=10, seed=0, max_rounds=1)
+    assert res is not None
+    ones = [c for k, c in calls if k == search_mod.SECOND_BIG_BEST]
+    twos = [c for k, c in calls if k == search_mod.SECOND_BIG_SPLIT]
+    assert len(ones) == len(twos) == 1
+    assert twos[0] and twos[0] < ones[0]  # some classes, not all
