@@ -81,7 +81,8 @@ def search_in_groups(
         )
         if got is None:
             stop.set()
-            return search(mi, starts=starts, time_limit_s=started + time_limit_s - time.perf_counter(), seed=seed)
+            rest = max(0.1, started + time_limit_s - time.perf_counter())
+            return search(mi, starts=starts, time_limit_s=rest, seed=seed)
         parts.append((members, got.x))
         rounds, pools = max(rounds, got.lp_rounds), pools + got.pools_considered
         if finite.any():
