@@ -20,6 +20,8 @@ import threading
 import time
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from broker.pooltable import FloatArray, IntArray
 from broker.solver.model import ModelInput, make_layout
@@ -98,18 +100,9 @@ def groups(mi: ModelInput, weights: FloatArray, n_groups: int) -> list[IntArray]
     together, classes in order of their candidate set (same residency and latency rules: the
     same sites) so a group's classes compete for the same pools."""
     n = len(mi.classes)
-    parent = np.arange(n)
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = int(parent[i])
-        return i
-
-    for k, cl in enumerate(mi.classes):
-        for v, _gib in cl.deps:
-            parent[root(k)] = root(v)
-    roots = np.array([root(i) for i in range(n)])
+    pairs = np.array([(k, v) for k, cl in enumerate(mi.classes) for v, _gib in cl.deps], dtype=np.int64)
+    src, dst = pairs.reshape(-1, 2).T
+    _, roots = connected_components(sp.coo_matrix((np.ones(len(src)), (src, dst)), shape=(n, n)), directed=False)
     # a component goes where its first class's candidate set does; sets in order of their pools
     # (the table orders pools by site)
     first_of: dict[int, int] = {}
