@@ -43,8 +43,9 @@ ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> repl
 # what the Lagrangian bound costs per universe column (measured: 1.5-2 s at 2.2 M columns)
 BOUND_SECONDS_PER_COL = 1.0e-6
 # above this size the second neighbourhood offers each class its best-priced column on the LP's
-# pools, not its 5 best (15k columns at 3,000 workloads: 26 s for an 8 s limit; with 1, 6.4k
-# columns, solved in 4.1 s: 1,350.5 -> 1,341.9 $/h), and RENS and it get more of the time
+# pools (2 if the LP splits it: SECOND_BIG_*), not its 5 best (15k columns at 3,000 workloads: 26 s
+# for an 8 s limit; with 1, 6.4k columns, solved in 4.1 s: 1,350.5 -> 1,341.9 $/h), and RENS and
+# it get more of the time
 NEIGHBOURHOOD_MAX_COLS = 5_000_000
 # universe columns between which CG starts with loose fit rows (the CI-sized request has 69k, 300
 # workloads 2.15 M, 3,000 14.7 M). Above, one CG round fits the time, so the loose phase cannot

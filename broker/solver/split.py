@@ -141,7 +141,7 @@ def sub_input(mi: ModelInput, members: IntArray, used_nodes: dict[int, int] | No
         dataclasses.replace(cl, deps=[(int(new_of[v]), gib) for v, gib in cl.deps])
         for cl in (mi.classes[int(i)] for i in members)
     ]
-    keep = new_of[mi.keep_class] >= 0 if len(mi.keep_class) else np.zeros(0, dtype=bool)
+    keep = new_of[mi.keep_class] >= 0
     max_nodes = mi.max_nodes
     if used_nodes:
         max_nodes = max_nodes.copy()
