@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from api import errors, middleware
 from api.routes import ROUTER_MODULES
-from broker.services import Broker
+from broker.app import Broker
 from broker.settings import Settings
 
 

@@ -17,7 +17,7 @@ from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.middleware_problems import send_problem
-from broker.auth_service import LOCAL, KeyStore, Principal, Role
+from broker.access.keys import LOCAL, KeyStore, Principal, Role
 from broker.observability import RATE_LIMITED, tenant_var
 from broker.settings import Settings
 

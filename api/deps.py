@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from broker.auth_service import Principal
-from broker.services import Broker
+from broker.access.keys import Principal
+from broker.app import Broker
 
 
 def get_broker(request: Request) -> Broker:

@@ -154,9 +154,9 @@ def install(app: FastAPI) -> None:
     """Wire the production service into an app built by create_app (one call there)."""
     from api.auth import AuthMiddleware
     from api.middleware_idempotency import IdempotencyMiddleware
-    from broker.auth_service import KeyStore
+    from broker.access.keys import KeyStore
+    from broker.app import Broker
     from broker.jobs.queue import make_queue
-    from broker.services import Broker
 
     broker: Broker = app.state.broker
     settings = broker.settings

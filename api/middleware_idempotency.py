@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import principal_of
 from api.middleware_problems import replay_body, send_problem
-from broker.idempotency import IdempotencyStore, Stored
+from broker.access.idempotency import IdempotencyStore, Stored
 
 KEPT_HEADERS = (b"content-type", b"location")
 MAX_KEY_LENGTH = 255

@@ -1,11 +1,11 @@
-"""API response shapes for the catalog. Placement documents live in broker.wire
+"""API response shapes for the catalog. Placement documents live in broker.placements.documents
 (shared with the CLI); these are built from domain objects with from_domain()."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from broker.domain import Pool, ResidencyPolicy, Site
+from broker.core.domain import Pool, ResidencyPolicy, Site
 
 
 class SiteOut(BaseModel):

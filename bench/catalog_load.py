@@ -15,7 +15,7 @@ import uuid
 
 from sqlalchemy import create_engine, func, select, text
 
-from broker import catalog
+from broker.catalog import store as catalog
 from broker.db.models import PoolRow
 from broker.db.session import make_engine, migrate, session_factory
 

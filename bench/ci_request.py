@@ -23,7 +23,7 @@ import httpx
 import uvicorn
 
 from api.app import create_app
-from broker.services import Broker
+from broker.app import Broker
 from broker.settings import Settings
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from broker.app import Broker, new_placement_id, parse_request
 from broker.db.models import PlacementRow
 from broker.db.session import transaction
 from broker.finops.demo import DEMO_REQUESTS
 from broker.finops.service import FinOps
-from broker.services import Broker, new_placement_id, parse_request
 from broker.settings import Settings
 
 

@@ -150,8 +150,8 @@ def main() -> None:
     if args.url:
         res = run(args.url, args.key, args.concurrency, args.duration, None)
     else:
-        from broker.auth_service import KeyStore, Role
-        from broker.services import Broker
+        from broker.access.keys import KeyStore, Role
+        from broker.app import Broker
         from broker.settings import Settings
 
         tmp = Path(tempfile.mkdtemp(prefix="broker-load-"))

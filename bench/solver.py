@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker.services import Broker, parse_request
+from broker.app import Broker, parse_request
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.solver.baselines import baseline_costs

@@ -1,7 +1,7 @@
 """What a price feed yields, independent of the provider: offers, instance specs, storage prices.
 
 Pure value types; the provider adapters (``providers/``) produce them and the refresh
-service (``broker.price_refresh``) writes them into the catalog.
+service (``broker.catalog.refresh``) writes them into the catalog.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from broker.services import Broker
+from broker.app import Broker
 from broker.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]

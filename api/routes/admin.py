@@ -10,13 +10,13 @@ from pydantic import BaseModel, Field
 
 from api.auth import principal_of
 from api.deps import get_broker, get_tenant
-from broker.auth_service import KeyStore, Principal, Role
-from broker.budgets import TENANT_WIDE, Budgets
+from broker.access.keys import KeyStore, Principal, Role
+from broker.app import Broker
 from broker.errors import InvalidRequest
 from broker.jobs.queue import JobQueue
 from broker.jobs.store import JobStore
-from broker.services import Broker
-from broker.wire import Name, PlacementRequestIn
+from broker.placements.budgets import TENANT_WIDE, Budgets
+from broker.placements.documents import Name, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["service"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}

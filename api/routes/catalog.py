@@ -9,12 +9,12 @@ from fastapi import APIRouter, Depends, Query
 
 from api.deps import get_broker
 from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
-from broker.domain import CapacityType
+from broker.app import Broker
+from broker.core.domain import CapacityType
+from broker.core.latency import parse_geo
+from broker.core.pooltable import CAPACITY_TYPES
+from broker.core.residency import BUILTIN_POLICIES
 from broker.errors import InvalidRequest, NotFound
-from broker.latency import parse_geo
-from broker.pooltable import CAPACITY_TYPES
-from broker.residency import BUILTIN_POLICIES
-from broker.services import Broker
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 

@@ -10,10 +10,10 @@ from fastapi.responses import FileResponse, HTMLResponse
 
 from api.deps import get_broker, get_principal
 from api.routes.finops import From, To, scope
-from broker.auth_service import Principal
+from broker.access.keys import Principal
+from broker.app import Broker
 from broker.errors import NotFound
 from broker.finops.service import FinOps
-from broker.services import Broker
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
 

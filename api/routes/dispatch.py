@@ -9,12 +9,12 @@ from fastapi.responses import JSONResponse
 
 from api.deps import get_broker, get_tenant
 from api.errors import problem
+from broker.app import Broker
 from broker.dispatch.alerts import AlertmanagerWebhook
 from broker.dispatch.clusters import add_cluster, get_cluster, list_clusters, remove_cluster
 from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
 from broker.dispatch.outbox import FAILED, DispatchService
 from broker.dispatch.replan import ReplanService
-from broker.services import Broker
 
 router = APIRouter(prefix="/v1", tags=["dispatch"])
 

@@ -8,11 +8,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from api.deps import get_broker, get_principal
-from broker.auth_service import Principal
+from broker.access.keys import Principal
+from broker.app import Broker
 from broker.errors import NotFound
 from broker.finops.focus_io import to_csv, to_parquet
 from broker.finops.service import FinOps
-from broker.services import Broker
 
 router = APIRouter(prefix="/v1", tags=["finops"])
 

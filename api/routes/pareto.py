@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from api.deps import get_broker
-from broker.services import Broker
-from broker.wire import PlacementOut, PlacementRequestIn
+from broker.app import Broker
+from broker.placements.documents import PlacementOut, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["placements"])
 

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Query, Response
 from api.deps import get_broker, get_tenant
 from api.routes.admin import JobOut, accept_placement_job, get_jobs, wants_async
 from api.schemas import PlacementPage, PlacementSummary
+from broker.app import Broker
 from broker.jobs.queue import JobQueue
-from broker.services import Broker
-from broker.wire import PlacementOut, PlacementRequestIn
+from broker.placements.documents import PlacementOut, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["placements"])
 

@@ -8,10 +8,17 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker
-from broker.domain import CapacityType
-from broker.price_book import add_discount, commit_capacity, list_discounts, pool_history, price_dates, stale_sources
-from broker.price_jobs import RefreshJobs
-from broker.services import Broker
+from broker.app import Broker
+from broker.catalog.prices import (
+    add_discount,
+    commit_capacity,
+    list_discounts,
+    pool_history,
+    price_dates,
+    stale_sources,
+)
+from broker.catalog.refresh_jobs import RefreshJobs
+from broker.core.domain import CapacityType
 
 router = APIRouter(prefix="/v1", tags=["pricing"])
 _PROBLEM: dict[int | str, dict[str, Any]] = {

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from api.deps import get_broker
-from broker.services import Broker
-from broker.sites_service import SitesDocument, import_sites
+from broker.app import Broker
+from broker.catalog.private_sites import SitesDocument, import_sites
 
 router = APIRouter(prefix="/v1", tags=["sites"])
 

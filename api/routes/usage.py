@@ -10,9 +10,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import get_broker, get_tenant
+from broker.app import Broker
 from broker.errors import InvalidRequest, NotFound
-from broker.services import Broker
-from broker.usage_service import UsageStore, read_csv
+from broker.usage.service import UsageStore, read_csv
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}

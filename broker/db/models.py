@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from broker.domain import Arch, CapacityType, Pool, Site, SiteKind
+from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind
 
 
 def utcnow() -> datetime:

@@ -8,6 +8,6 @@ from broker.db import (
     finops_models,  # noqa: F401
     forecast_models,  # noqa: F401
     models,  # noqa: F401
-    pricing_models,  # noqa: F401
+    price_models,  # noqa: F401
     service_models,  # noqa: F401
 )

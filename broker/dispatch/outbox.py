@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from broker.app import Broker, new_placement_id
 from broker.db.dispatch_models import DispatchRow, OutboxRow
 from broker.db.models import PlacementRow
 from broker.db.session import transaction
@@ -37,7 +38,6 @@ from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle, Target, build_bundles, dns_label, total_replicas
 from broker.dispatch.schema import check_bundles
 from broker.errors import NotFound
-from broker.services import Broker, new_placement_id
 
 PENDING, APPLYING, APPLIED, FAILED, DONE = "pending", "applying", "applied", "failed", "done"
 

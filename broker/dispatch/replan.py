@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from broker.app import Broker, new_placement_id
 from broker.db.dispatch_models import ReplanRow
 from broker.db.models import PlacementRow
 from broker.db.session import transaction
@@ -25,7 +26,6 @@ from broker.dispatch.clusters import list_clusters
 from broker.dispatch.documents import ReplanIn
 from broker.dispatch.migration import plan_migration, slots_from_assignments
 from broker.errors import BrokerError, InvalidRequest, NotFound
-from broker.services import Broker, new_placement_id
 
 MIGRATE, KEEP, UNCHANGED = "migrate", "keep", "unchanged"
 

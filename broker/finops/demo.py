@@ -12,9 +12,9 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from broker.app import Broker, new_placement_id, parse_request
 from broker.db.models import PlacementRow
 from broker.db.session import transaction
-from broker.services import Broker, new_placement_id, parse_request
 
 _EU = {"name": "eu-users", "lat": 50.11, "lon": 8.68}
 _US = {"name": "us-users", "lat": 40.71, "lon": -74.0}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from broker.domain import HOURS_PER_MONTH
+from broker.core.domain import HOURS_PER_MONTH
 
 GroupBy = Literal["provider", "site", "tenant", "team", "pool", "name", "workload", "capacity_type"]
 GROUP_BYS: tuple[str, ...] = (

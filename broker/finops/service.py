@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from broker.app import Broker
 from broker.errors import InvalidRequest
 from broker.finops import store
 from broker.finops.demand import actual_demand
 from broker.finops.focus import focus_rows
 from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize, summarize_by
-from broker.services import Broker
 
 DEFAULT_WINDOW = timedelta(days=30)
 MAX_FOCUS_WINDOW = timedelta(days=366)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from redis import Redis
     from rq import Queue
 
-    from broker.services import Broker
+    from broker.app import Broker
     from broker.settings import Settings
 
 log = logging.getLogger("broker.jobs")

@@ -22,7 +22,7 @@ from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 from broker.observability import JOBS, tenant_var
 
 if TYPE_CHECKING:
-    from broker.services import Broker
+    from broker.app import Broker
 
 log = logging.getLogger("broker.jobs")
 

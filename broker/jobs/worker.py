@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from broker.jobs.store import JobStore, run_job
 
 if TYPE_CHECKING:
-    from broker.services import Broker
+    from broker.app import Broker
 
 log = logging.getLogger("broker.worker")
 _broker: Broker | None = None
@@ -25,7 +25,7 @@ def run(job_id: str) -> str:
     """The function rq calls for every job."""
     global _broker
     if _broker is None:
-        from broker.services import Broker
+        from broker.app import Broker
         from broker.settings import Settings
 
         _broker = Broker.open(Settings(), prepare=False)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from broker.pooltable import FloatArray, IntArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.classes import SPOT, WorkloadData, per_node_exact, spot_cap
 
 Placement = dict[tuple[int, int], int]  # (workload index, pool index) -> replicas

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput
 from broker.solver.universe import Universe

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from broker.domain import CapacityType, Workload
-from broker.pooltable import CAPACITY_TYPES, BoolArray, FloatArray, IntArray
+from broker.core.domain import CapacityType, Workload
+from broker.core.pooltable import CAPACITY_TYPES, BoolArray, FloatArray, IntArray
 
 SPOT = CAPACITY_TYPES.index(CapacityType.SPOT)
 

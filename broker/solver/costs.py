@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from broker.pooltable import FloatArray
+from broker.core.pooltable import FloatArray
 from broker.solver.baseline import Placement
 from broker.solver.classes import WorkloadData
 from broker.solver.problem import GIB_IN_GB, PlacementProblem

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.domain import Assignment, Explanation, Workload
-from broker.pooltable import BoolArray, FloatArray, IntArray, PoolTable
+from broker.core.domain import Assignment, Explanation, Workload
+from broker.core.pooltable import BoolArray, FloatArray, IntArray, PoolTable
 from broker.solver.baseline import Placement, group_bounds
 from broker.solver.classes import SPOT, WorkloadData, per_node_exact
 from broker.solver.filters import NamedMask

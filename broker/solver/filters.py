@@ -14,8 +14,8 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
-from broker.domain import Arch, CapacityType, Workload
-from broker.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, PoolTable
+from broker.core.domain import Arch, CapacityType, Workload
+from broker.core.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, PoolTable
 from broker.solver.problem import PlacementProblem
 
 

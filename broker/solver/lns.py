@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.model import ModelInput, XColumns
 
 ClassPlacement = dict[tuple[int, int], int]

@@ -20,7 +20,7 @@ import threading
 import highspy
 import numpy as np
 
-from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver import mip_process
 from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values, ranges
 from broker.solver.share_bound import DualPrices

@@ -28,7 +28,7 @@ from typing import Any
 import highspy
 import numpy as np
 
-from broker.pooltable import FloatArray
+from broker.core.pooltable import FloatArray
 
 # how long past its limit a child may take to report before it is killed (HiGHS' own clock
 # stops it at the limit when it can; this covers the reply of a big solution)

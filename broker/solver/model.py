@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.classes import SPOT, WorkloadClass, replica_fit
 from broker.solver.problem import GIB_IN_GB
 

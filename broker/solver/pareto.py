@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from broker.domain import Objective, PlacementResult
+from broker.core.domain import Objective, PlacementResult
 from broker.errors import Infeasible
 from broker.solver.problem import PlacementProblem
 from broker.solver.solve import solve

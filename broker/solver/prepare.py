@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from broker.domain import Workload
-from broker.pooltable import BoolArray, FloatArray
+from broker.core.domain import Workload
+from broker.core.pooltable import BoolArray, FloatArray
 from broker.solver.classes import SPOT, WorkloadData
 from broker.solver.filters import (
     NamedMask,

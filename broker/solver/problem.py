@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from broker.domain import HOURS_PER_MONTH, PlacementRequest, StorageTier
-from broker.pooltable import FloatArray, PoolTable
+from broker.core.domain import HOURS_PER_MONTH, PlacementRequest, StorageTier
+from broker.core.pooltable import FloatArray, PoolTable
 
 GIB_IN_GB = 1.073741824  # egress is priced per GB, traffic is declared in GiB
 STORAGE_TIERS: tuple[StorageTier, ...] = tuple(StorageTier)

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from broker.pooltable import FloatArray, IntArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.master import Master
 from broker.solver.model import Layout, ModelInput
 from broker.solver.pricing import entering, price

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from broker.pooltable import BoolArray, FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver import costs, mip_process
 from broker.solver.baseline import cheapest_per_site, group_bounds
 from broker.solver.bound import lagrangian_bound

@@ -46,7 +46,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog, minimize
 from scipy.sparse.csgraph import connected_components
 
-from broker.pooltable import CAPACITY_TYPES, BoolArray, FloatArray, IntArray
+from broker.core.pooltable import CAPACITY_TYPES, BoolArray, FloatArray, IntArray
 from broker.solver.classes import SPOT, WorkloadClass
 from broker.solver.model import Index, Layout, ModelInput, ranges
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from broker.domain import Baseline, NodeAllocation, PlacementResult
+from broker.core.domain import Baseline, NodeAllocation, PlacementResult
+from broker.core.pooltable import FloatArray
 from broker.errors import Infeasible, InvalidRequest
-from broker.pooltable import FloatArray
 from broker.solver.baseline import Placement, PoolArrays, greedy_cheapest_fit, kubernetes_filter_score, unshared_nodes
 from broker.solver.classes import WorkloadData, build_classes
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from broker.pooltable import FloatArray, IntArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.model import ModelInput, make_layout
 from broker.solver.search import (
     LOOSE_FIT_MAX_COLS,

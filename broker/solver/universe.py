@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from broker.pooltable import IntArray
+from broker.core.pooltable import IntArray
 from broker.solver.model import Index, Layout, ModelInput, XColumns, ranges, x_columns
 
 CHUNK = 1 << 20  # columns per numpy pass over the whole universe: temporaries of a few MB

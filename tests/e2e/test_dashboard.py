@@ -21,8 +21,8 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
+from broker.app import Broker
 from broker.finops.demo import seed_demo
-from broker.services import Broker
 from broker.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"

@@ -89,7 +89,7 @@ def pg_server() -> Iterator[Engine]:
 @pytest.fixture(scope="session")
 def pg_template(pg_server: Engine) -> Iterator[str]:
     """A PostgreSQL database migrated and loaded like a server's first start, cloned by every test."""
-    from broker.services import Broker
+    from broker.app import Broker
     from broker.settings import Settings
 
     name = create_pg_database(pg_server)

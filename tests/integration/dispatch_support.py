@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
+from broker.app import Broker
 from broker.dispatch.clusters import add_cluster
 from broker.dispatch.documents import ClusterIn
-from broker.services import Broker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from broker.auth_service import KeyStore, Role
-from broker.services import Broker
+from broker.access.keys import KeyStore, Role
+from broker.app import Broker
 from broker.settings import Settings
 
 

@@ -11,9 +11,9 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from api.auth import AuthMiddleware, is_loopback_connection, needed_role
-from broker.auth_service import KeyStore, Role
+from broker.access.keys import KeyStore, Role
+from broker.app import Broker
 from broker.db.service_models import ApiKeyRow
-from broker.services import Broker
 from broker.settings import Settings
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
@@ -129,7 +129,7 @@ def test_revoked_key_stops_working(api: TestClient, secured: Broker) -> None:
 
 
 def test_cli_apikey_create_prints_a_working_key_last(db_url: str, secured: Broker) -> None:
-    from broker.cli import app
+    from broker.cli.main import app
 
     result = CliRunner().invoke(
         app,

@@ -15,7 +15,7 @@ import uvicorn
 import yaml
 from typer.testing import CliRunner
 
-from broker.cli import app
+from broker.cli.main import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from broker.cli import app as cli
-from broker.services import Broker
+from broker.app import Broker
+from broker.cli.main import app as cli
 from tests.integration.dispatch_support import committed_docs, new_repo, replicas_by_workload, store_checkout
 from tests.integration.kube_fake import write_kubeconfig
 

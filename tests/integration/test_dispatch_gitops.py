@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from broker.app import Broker
 from broker.db.dispatch_models import DispatchRow, OutboxRow
 from broker.dispatch.base import ApplyFailed
 from broker.dispatch.clusters import Cluster
@@ -17,7 +18,6 @@ from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
 from broker.dispatch.schema import problems
 from broker.errors import InvalidRequest, NotFound
-from broker.services import Broker
 from tests.integration.dispatch_support import (
     committed_docs,
     git,

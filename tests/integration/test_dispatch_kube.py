@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from broker.app import Broker
 from broker.db.dispatch_models import DispatchRow, OutboxRow
 from broker.dispatch.clusters import Cluster, add_cluster
 from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
@@ -23,7 +24,6 @@ from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
-from broker.services import Broker
 from tests.integration.dispatch_support import replicas_by_workload, store_checkout
 from tests.integration.kube_fake import FakeKube, serve_fake_kube, write_kubeconfig
 

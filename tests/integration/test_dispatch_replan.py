@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from broker.app import Broker
 from broker.db.models import PlacementRow
 from broker.db.session import transaction
 from broker.dispatch.documents import ReplanIn
 from broker.dispatch.replan import ReplanService
-from broker.services import Broker
 from tests.integration.dispatch_support import replicas_by_workload, store_checkout
 
 # a valid but dear home for orders-db (2 x 4 vCPU / 16 GiB): one m6i.4xlarge per replica

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from broker.app import Broker
 from broker.db.dispatch_models import DispatchRow, OutboxRow
 from broker.dispatch.clusters import Cluster
 from broker.dispatch.documents import DispatchIn
@@ -16,7 +17,6 @@ from broker.dispatch.gitops import GitOpsDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.jobs import worker
-from broker.services import Broker
 from tests.integration.dispatch_support import committed_docs, gitops_clusters, new_repo, replicas_by_workload
 from tests.integration.service_support import open_broker, service_client, small_request
 

@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 from typer.testing import CliRunner
 
-from broker.cli import app as cli
+from broker.app import Broker
+from broker.cli.main import app as cli
 from broker.db.models import PlacementRow
 from broker.finops.focus import COLUMN_NAMES
-from broker.services import Broker
 from broker.settings import Settings
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from broker.cli import app
+from broker.cli.main import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, inspect, select
 
 import broker.db.registry  # noqa: F401  (every table)
-from broker import catalog
+from broker.app import Broker
+from broker.catalog import store as catalog
 from broker.db.models import Base, PoolRow
 from broker.db.session import downgrade, make_engine, migrate, session_factory
-from broker.services import Broker
 from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
 from tests.integration.service_support import key, open_broker, service_client, small_request
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from broker.catalog import current_version
-from broker.cli import app as cli
+from broker.catalog.store import current_version
+from broker.cli.main import app as cli
 from broker.db.models import PoolRow
-from broker.db.pricing_models import PriceHistoryRow, SiteStoragePriceRow
+from broker.db.price_models import PriceHistoryRow, SiteStoragePriceRow
 from broker.db.session import make_engine, session_factory
 from tests.unit.providers.recorded import FeedServer, fixture_bytes, running_feed_server
 
@@ -253,7 +253,7 @@ def test_gcp_refresh_without_a_project_prices_the_catalogs_machine_types(broker)
     """No project: no machine-type listing, so the catalog's own types are priced from the SKU rates."""
     from google.auth.credentials import AnonymousCredentials
 
-    from broker.price_refresh import refresh
+    from broker.catalog.refresh import refresh
     from providers.base import FeedOptions
     from providers.gcp import GcpPriceSource
 

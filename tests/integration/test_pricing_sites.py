@@ -12,8 +12,8 @@ import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from broker.cli import app as cli
-from broker.services import Broker
+from broker.app import Broker
+from broker.cli.main import app as cli
 from broker.settings import Settings
 
 SITES = Path(__file__).resolve().parents[1] / "fixtures" / "sites" / "fra-dc1.yaml"

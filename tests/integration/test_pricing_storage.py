@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.catalog import read_catalog
+from broker.catalog.store import read_catalog
 from broker.db.models import LatencyRow, PoolRow, SiteRow, StoragePriceRow
-from broker.db.pricing_models import SiteStoragePriceRow
+from broker.db.price_models import SiteStoragePriceRow
 from broker.db.session import make_engine, migrate, session_factory, transaction
 from broker.solver.problem import STORAGE_TIERS
 

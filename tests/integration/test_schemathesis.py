@@ -30,7 +30,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 from sqlalchemy import create_engine, text
 
-from broker.services import Broker
+from broker.app import Broker
 from broker.settings import Settings
 
 SITES = (

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from broker import fairshare
-from broker.services import Broker
+from broker.app import Broker
+from broker.placements import fairshare
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
 
@@ -101,7 +101,7 @@ def test_team_budget_counts_only_that_team(api: TestClient, secured: Broker) -> 
 def test_cli_place_exits_4_over_budget(db_url: str, secured: Broker, tmp_path: Any) -> None:
     import json
 
-    from broker.cli import app
+    from broker.cli.main import app
 
     env = {"BROKER_DATABASE_URL": db_url}
     runner = CliRunner()

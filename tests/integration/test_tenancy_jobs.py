@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from broker.idempotency import IdempotencyStore
+from broker.access.idempotency import IdempotencyStore
+from broker.app import Broker
 from broker.jobs import worker
 from broker.jobs.store import JobStore
-from broker.services import Broker
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
 REDIS = "redis://127.0.0.1:6379/0"

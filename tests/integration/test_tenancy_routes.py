@@ -30,7 +30,7 @@ from fastapi.testclient import TestClient
 from httpx import Response
 
 from api.deps import get_principal, get_tenant
-from broker.services import Broker
+from broker.app import Broker
 from tests.integration.conftest import BACKENDS, fresh_database
 from tests.integration.dispatch_support import committed_docs, new_repo
 from tests.integration.service_support import key, open_broker, service_client, small_request

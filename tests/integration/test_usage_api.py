@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
+from broker.app import Broker
 from broker.forecast.model import TrainParams
-from broker.services import Broker
-from broker.usage_service import UsageStore
+from broker.usage.service import UsageStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usage"
 

@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from broker.cli import app
+from broker.app import Broker
+from broker.cli.main import app
 from broker.db.forecast_models import UsageSampleRow
-from broker.services import Broker
 from broker.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usage"

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.domain import Site, SiteKind
-from broker.latency import (
+from broker.core.domain import Site, SiteKind
+from broker.core.latency import (
     LAST_MILE_MS,
     LatencyModel,
     fit_quantile_line,

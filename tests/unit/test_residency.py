@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from broker.domain import ResidencyPolicy, Site, SiteKind
-from broker.residency import BUILTIN_POLICIES, policy_label, resolve_policy
+from broker.core.domain import ResidencyPolicy, Site, SiteKind
+from broker.core.residency import BUILTIN_POLICIES, policy_label, resolve_policy
 
 
 def site(country: str, *juris: str) -> Site:

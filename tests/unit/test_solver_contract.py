@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.domain import (
+from broker.core.domain import (
     Arch,
     CapacityType,
     Dependency,
@@ -27,8 +27,8 @@ from broker.domain import (
     UserRegion,
     Workload,
 )
+from broker.core.pooltable import PoolTable, build_pool_table
 from broker.errors import Infeasible, InvalidRequest
-from broker.pooltable import PoolTable, build_pool_table
 from broker.solver import PlacementProblem, solve
 
 SITES = [

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from broker.domain import Site, SiteKind
-from broker.report import diff_lines, gate_lines, latency_lines, render_markdown, residency_lines
+from broker.cli.render import diff_lines, gate_lines, latency_lines, render_markdown, residency_lines
+from broker.core.domain import Site, SiteKind
 
 SITES = {
     "aws:eu-central-1": Site("aws:eu-central-1", "aws", SiteKind.PUBLIC, "eu-central-1", "DE", ("EU", "EEA"), 50, 8),

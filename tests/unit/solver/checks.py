@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from broker.domain import CapacityType, PlacementResult
+from broker.core.domain import CapacityType, PlacementResult
 from broker.solver import PlacementProblem
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from broker.domain import (
+from broker.core.domain import (
     Arch,
     CapacityType,
     PlacementRequest,
@@ -15,7 +15,7 @@ from broker.domain import (
     UserRegion,
     Workload,
 )
-from broker.pooltable import PoolTable, build_pool_table
+from broker.core.pooltable import PoolTable, build_pool_table
 from broker.solver import PlacementProblem
 
 SITES = [

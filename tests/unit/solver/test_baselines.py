@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from broker.domain import CapacityType, ResidencyPolicy, Workload
-from broker.pooltable import PoolTable
+from broker.core.domain import CapacityType, ResidencyPolicy, Workload
+from broker.core.pooltable import PoolTable
 from broker.solver import solve
 from broker.solver.baseline import PoolArrays, _shape, cheapest_per_site, greedy_cheapest_fit, kubernetes_filter_score
 from broker.solver.baselines import baseline_costs

@@ -22,7 +22,7 @@ from scipy.optimize import linprog
 
 import broker.solver.search as search_mod
 import broker.solver.share_bound as share_bound_mod
-from broker.domain import CapacityType, Dependency, ResidencyPolicy, Workload
+from broker.core.domain import CapacityType, Dependency, ResidencyPolicy, Workload
 from broker.solver import PlacementProblem
 from broker.solver import pricing as pricing_mod
 from broker.solver.bound import lagrangian_bound, lagrangian_bound_detail

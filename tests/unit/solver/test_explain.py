@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.domain import Assignment, CapacityType, ResidencyPolicy, Workload
-from broker.pooltable import PoolTable
+from broker.core.domain import Assignment, CapacityType, ResidencyPolicy, Workload
+from broker.core.pooltable import PoolTable
 from broker.solver.costs import placement_nodes
 from broker.solver.explain import explain_assignments
 from broker.solver.prepare import prepare

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from broker.domain import CapacityType, Dependency, Workload
+from broker.core.domain import CapacityType, Dependency, Workload
 from broker.solver import solve
 
 from .checks import assert_valid

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.domain import UserRegion, Workload
+from broker.core.domain import UserRegion, Workload
 from broker.solver.pareto import pareto_fronts
 
 from .checks import assert_valid

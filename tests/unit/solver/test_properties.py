@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.domain import Arch, CapacityType, Dependency, Workload
+from broker.core.domain import Arch, CapacityType, Dependency, Workload
 from broker.errors import Infeasible
 from broker.solver import solve
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from fastapi.testclient import TestClient
 
-from broker.services import Broker
+from broker.app import Broker
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "checkout.yaml"
 

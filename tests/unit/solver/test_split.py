@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import broker.solver.split as split
-from broker.domain import Workload
+from broker.core.domain import Workload
 from broker.solver.model import make_layout
 from broker.solver.search import _feasible, class_nodes, objective
 

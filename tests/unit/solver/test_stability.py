@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from broker.domain import Workload
+from broker.core.domain import Workload
 from broker.solver import solve
 
 from .checks import assert_valid

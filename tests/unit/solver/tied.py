@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.domain import Arch, CapacityType, Pool, Site, SiteKind
-from broker.pooltable import PoolTable, build_pool_table
+from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind
+from broker.core.pooltable import PoolTable, build_pool_table
 
 SITES = [
     Site("aws:eu-central-1", "aws", SiteKind.PUBLIC, "eu-central-1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7),

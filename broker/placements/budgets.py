@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.core.domain import HOURS_PER_MONTH
 from broker.db.service_models import BudgetRow, CommitmentRow
 from broker.db.session import transaction
-from broker.domain import HOURS_PER_MONTH
 from broker.errors import InvalidRequest, NotFound, OverBudget
 from broker.observability import OVER_BUDGET
-from broker.wire import PlacementRequestIn
+from broker.placements.documents import PlacementRequestIn
 
 TENANT_WIDE = ""
 

@@ -16,21 +16,21 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker import catalog as catalog_mod
-from broker import fairshare
-from broker.budgets import Budgets
-from broker.catalog import Catalog, CatalogCache, default_cache_dir
+from broker.catalog import store as catalog_mod
+from broker.catalog.store import Catalog, CatalogCache, default_cache_dir
+from broker.core.domain import PlacementRequest
+from broker.core.pooltable import PoolTable
 from broker.db.models import PlacementRow
 from broker.db.session import make_engine, migrate, session_factory, transaction
-from broker.domain import PlacementRequest
 from broker.errors import InvalidRequest, NotFound
 from broker.observability import observe_placement
-from broker.pooltable import PoolTable
+from broker.placements import fairshare
+from broker.placements.budgets import Budgets
+from broker.placements.documents import PlacementRequestIn, result_to_document
+from broker.placements.rightsizing import apply_demand
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
-from broker.usage_service import UsageStore
-from broker.usage_sizing import apply_demand
-from broker.wire import PlacementRequestIn, result_to_document
+from broker.usage.service import UsageStore
 
 
 def new_placement_id() -> str:
@@ -201,7 +201,7 @@ class Broker:
         )
 
     def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> dict[str, Any]:
-        from broker.price_book import price_snapshot
+        from broker.catalog.prices import price_snapshot
 
         t = cat.table
         used = {pid: t.pools[t.pool_index[pid]] for pid in pool_ids if pid in t.pool_index}

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from broker.domain import Site
+from broker.core.domain import Site
 
 EARTH_RADIUS_KM = 6371.0088
 #: Added to site -> end-user estimates: access network (DSL/cable/mobile) RTT on top of

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.domain import ResidencyPolicy
+from broker.core.domain import ResidencyPolicy
 
 INLINE_LABEL = "inline"
 INLINE_KEYS = ("allowed_countries", "denied_countries", "allowed_jurisdictions")

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import BrokerError
 from broker.settings import Settings
 
 if TYPE_CHECKING:
-    from broker.services import Broker
-
-EXIT_INVALID = 2
+    from broker.app import Broker
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +24,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(budget_app, name="budget")
 
     def _broker() -> Broker:
-        from broker.services import Broker
+        from broker.app import Broker
 
         return Broker.open(Settings())
 
@@ -36,7 +35,7 @@ def register(app: typer.Typer) -> None:
         name: Annotated[str, typer.Option(help="a label for the key")] = "",
     ) -> None:
         """Print a new API key on the last line (it is stored hashed and never shown again)."""
-        from broker.auth_service import KeyStore, parse_role
+        from broker.access.keys import KeyStore, parse_role
 
         try:
             desc, key = KeyStore(_broker().sessions).create(tenant=tenant, role=parse_role(role), name=name)
@@ -49,13 +48,13 @@ def register(app: typer.Typer) -> None:
     @apikey_app.command("list")
     def apikey_list(tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
         """The tenant's keys (never the keys themselves)."""
-        from broker.auth_service import KeyStore
+        from broker.access.keys import KeyStore
 
         print(json.dumps(KeyStore(_broker().sessions).list_keys(tenant=tenant), indent=2))
 
     @apikey_app.command("revoke")
     def apikey_revoke(key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
-        from broker.auth_service import KeyStore
+        from broker.access.keys import KeyStore
 
         try:
             KeyStore(_broker().sessions).revoke(key_id, tenant=tenant)
@@ -71,7 +70,7 @@ def register(app: typer.Typer) -> None:
         team: Annotated[str, typer.Option(help="team label; omitted: the whole tenant")] = "",
     ) -> None:
         """Set a monthly budget; placements that would exceed it are refused (CLI exit 4)."""
-        from broker.budgets import Budgets
+        from broker.placements.budgets import Budgets
 
         try:
             figures = Budgets(_broker().sessions).set(tenant=tenant, team=team, monthly_usd=monthly_usd)
@@ -83,7 +82,7 @@ def register(app: typer.Typer) -> None:
     @budget_app.command("show")
     def budget_show(tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
         """Budgets of a tenant with what is committed against them."""
-        from broker.budgets import Budgets
+        from broker.placements.budgets import Budgets
 
         print(json.dumps(Budgets(_broker().sessions).report(tenant=tenant), indent=2))
 

@@ -10,10 +10,9 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import BrokerError, InvalidRequest
 from broker.settings import Settings
-
-EXIT_INVALID = 2
 
 
 def _scores_table(title: str, scores: dict[str, dict[str, float]]) -> Table:
@@ -37,11 +36,11 @@ def register(app: typer.Typer) -> None:
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Hold out the last N points of each series, train on the rest, score model and baselines."""
-        from broker.commands.usage import print_invalid
+        from broker.cli.usage import print_invalid
         from broker.forecast.evaluate import evaluate, predictions_frame
         from broker.forecast.history import HistoryError, parse_long_frame, regularize
         from broker.forecast.model import TrainParams
-        from broker.usage_service import read_csv
+        from broker.usage.service import read_csv
 
         out, err = Console(), Console(stderr=True)
         try:
@@ -85,9 +84,9 @@ def register(app: typer.Typer) -> None:
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Train a new model version on all stored usage of a metric (scored on a hold-out first)."""
+        from broker.app import Broker
         from broker.forecast.model import TrainParams
-        from broker.services import Broker
-        from broker.usage_service import UsageStore
+        from broker.usage.service import UsageStore
 
         out, err = Console(), Console(stderr=True)
         store = UsageStore(Broker.open(Settings()).sessions)
@@ -107,8 +106,8 @@ def register(app: typer.Typer) -> None:
     @fc_app.command("models")
     def models_cmd() -> None:
         """List stored model versions with their hold-out metrics."""
-        from broker.services import Broker
-        from broker.usage_service import UsageStore
+        from broker.app import Broker
+        from broker.usage.service import UsageStore
 
         t = Table("version", "created", "metric", "series", "rows", "MAE", "MAE / seasonal-naive", "p95 cov %")
         for m in UsageStore(Broker.open(Settings()).sessions).list_models():

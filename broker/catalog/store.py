@@ -24,6 +24,9 @@ from platformdirs import user_cache_dir
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind, UserRegion
+from broker.core.latency import LatencyModel
+from broker.core.pooltable import FloatArray, PoolTable, build_pool_table
 from broker.db.models import (
     CatalogMetaRow,
     EgressRow,
@@ -32,11 +35,8 @@ from broker.db.models import (
     SiteRow,
     StoragePriceRow,
 )
-from broker.db.pricing_models import SiteStoragePriceRow
+from broker.db.price_models import SiteStoragePriceRow
 from broker.db.session import transaction
-from broker.domain import Arch, CapacityType, Pool, Site, SiteKind, UserRegion
-from broker.latency import LatencyModel
-from broker.pooltable import FloatArray, PoolTable, build_pool_table
 from broker.solver.problem import STORAGE_TIERS
 from pricing import snapshot
 from pricing.build_snapshot import POOL_COLUMNS

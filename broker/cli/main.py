@@ -13,6 +13,7 @@ import typer
 import yaml
 from rich.console import Console
 
+from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 from broker.settings import Settings
 
@@ -23,8 +24,6 @@ app.add_typer(catalog_app, name="catalog")
 out = Console()
 err = Console(stderr=True)
 
-EXIT_OK, EXIT_INVALID, EXIT_INFEASIBLE, EXIT_OVER_LIMIT = 0, 2, 3, 4
-
 
 class OutputFormat(StrEnum):
     table = "table"
@@ -33,7 +32,7 @@ class OutputFormat(StrEnum):
 
 
 def _broker() -> Any:
-    from broker.services import Broker
+    from broker.app import Broker
 
     return Broker.open(Settings())
 
@@ -60,8 +59,8 @@ def serve(
 @catalog_app.command("load")
 def catalog_load() -> None:
     """(Re)load the bundled price and site snapshot."""
-    from broker import catalog
-    from broker.services import Broker
+    from broker.app import Broker
+    from broker.catalog import store as catalog
 
     broker = Broker.open(Settings())
     with err.status("loading bundled catalog..."):
@@ -156,7 +155,7 @@ def place(
         err.print(f"[red]{exc.title}: {exc.detail}[/red]")
         raise typer.Exit(1) from exc
 
-    from broker.report import render_markdown, render_table
+    from broker.cli.render import render_markdown, render_table
 
     if fmt is OutputFormat.json:
         out.print_json(json.dumps(result))
@@ -210,13 +209,15 @@ def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
         err.print(f"  - {loc}: {e.get('msg')}")
 
 
+# Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.
+COMMAND_MODULES = ["admin", "pricing", "sites", "export", "finops", "dispatch", "usage", "forecast"]
+
+
 def _register_command_modules() -> None:
     import importlib
 
-    from broker.commands import COMMAND_MODULES
-
     for name in COMMAND_MODULES:
-        importlib.import_module(f"broker.commands.{name}").register(app)
+        importlib.import_module(f"broker.cli.{name}").register(app)
 
 
 _register_command_modules()

@@ -23,8 +23,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.core.pooltable import PoolTable
 from broker.db.service_models import CommitmentRow
-from broker.pooltable import PoolTable
 
 
 def used_by_others(sessions: sessionmaker[Session], tenant: str) -> dict[str, int]:

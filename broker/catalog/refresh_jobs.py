@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.db.pricing_models import PricingJobRow
+from broker.catalog.refresh import PROVIDERS, provider_regions, refresh
+from broker.db.price_models import PricingJobRow
 from broker.db.session import transaction
 from broker.errors import NotFound
-from broker.price_refresh import PROVIDERS, provider_regions, refresh
 from broker.settings import Settings
 
 log = logging.getLogger("broker.pricing")

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from broker.domain import (
+from broker.core.domain import (
     Arch,
     CapacityType,
     Dependency,
@@ -21,9 +21,9 @@ from broker.domain import (
     UserRegion,
     Workload,
 )
+from broker.core.latency import validate_geo
+from broker.core.residency import resolve_policy
 from broker.forecast.demand import DemandIn, RightsizingOut
-from broker.latency import validate_geo
-from broker.residency import resolve_policy
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\- ]*$")]
 

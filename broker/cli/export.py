@@ -11,10 +11,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import InvalidRequest
 from broker.settings import Settings
-
-EXIT_INVALID = 2
 
 
 class ExportFormat(StrEnum):
@@ -50,9 +49,9 @@ def register(app: typer.Typer) -> None:
         tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
     ) -> None:
         """One FOCUS row per placement node pool (plus storage and egress) per UTC day."""
+        from broker.app import Broker
         from broker.finops.focus_io import to_csv, to_parquet
         from broker.finops.service import FinOps
-        from broker.services import Broker
 
         err = Console(stderr=True)
         try:

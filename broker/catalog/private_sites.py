@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.catalog import bump_version
+from broker.catalog.store import bump_version
+from broker.core.domain import Arch, CapacityType, Pool
 from broker.db.models import PoolRow, SiteRow
-from broker.db.pricing_models import ListPriceRow, PriceHistoryRow, SiteDefinitionRow
+from broker.db.price_models import ListPriceRow, PriceHistoryRow, SiteDefinitionRow
 from broker.db.session import transaction
-from broker.domain import Arch, CapacityType, Pool
 from broker.errors import InvalidRequest
 from pricing.tco import Tco, flat_price_per_node_hour, jurisdictions
 

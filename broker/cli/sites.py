@@ -9,10 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import InvalidRequest
 from broker.settings import Settings
-
-EXIT_INVALID = 2
 
 
 def register(app: typer.Typer) -> None:
@@ -22,8 +21,8 @@ def register(app: typer.Typer) -> None:
     @sites_app.command("import")
     def import_(file: Annotated[Path, typer.Argument(help="sites YAML or JSON file")]) -> None:
         """Add or update private and edge sites; nothing changes when the file is invalid."""
-        from broker.services import Broker
-        from broker.sites_service import import_sites, read_sites_file
+        from broker.app import Broker
+        from broker.catalog.private_sites import import_sites, read_sites_file
 
         out, err = Console(), Console(stderr=True)
         try:

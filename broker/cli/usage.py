@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import BrokerError, InvalidRequest
 from broker.settings import Settings
 
-EXIT_INVALID = 2
 err = Console(stderr=True)
 
 
@@ -33,8 +33,8 @@ def register(app: typer.Typer) -> None:
         series: Annotated[str | None, typer.Option(help="store every row under this series name")] = None,
     ) -> None:
         """Import usage samples; timestamps in Unix seconds or ISO 8601. A re-import replaces its window."""
-        from broker.services import Broker
-        from broker.usage_service import UsageStore, read_csv
+        from broker.app import Broker
+        from broker.usage.service import UsageStore, read_csv
 
         out = Console()
         try:
@@ -61,8 +61,8 @@ def register(app: typer.Typer) -> None:
         end: Annotated[float | None, typer.Option(help="end as Unix seconds (default: now)")] = None,
     ) -> None:
         """Pull usage over the Prometheus HTTP API (query_range) and store it."""
-        from broker.services import Broker
-        from broker.usage_service import UsageStore, fetch_prometheus, parse_query_range
+        from broker.app import Broker
+        from broker.usage.service import UsageStore, fetch_prometheus, parse_query_range
 
         out = Console()
         stop = end if end is not None else time.time()
@@ -79,8 +79,8 @@ def register(app: typer.Typer) -> None:
     @usage_app.command("show")
     def show(name: Annotated[str, typer.Argument(help="series name")]) -> None:
         """What is stored for one series."""
-        from broker.services import Broker
-        from broker.usage_service import UsageStore
+        from broker.app import Broker
+        from broker.usage.service import UsageStore
 
         try:
             doc = UsageStore(Broker.open(Settings()).sessions).series_summary(name)

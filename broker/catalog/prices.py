@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.catalog import bump_version
+from broker.catalog.refresh import PROVIDERS, discount_rules
+from broker.catalog.store import bump_version
 from broker.db.models import PoolRow, SiteRow
-from broker.db.pricing_models import DiscountRuleRow, ListPriceRow, PriceHistoryRow
+from broker.db.price_models import DiscountRuleRow, ListPriceRow, PriceHistoryRow
 from broker.db.session import transaction
 from broker.errors import InvalidRequest, NotFound
-from broker.price_refresh import PROVIDERS, discount_rules
 from pricing.discounts import DiscountRule, effective_price
 
 

@@ -9,10 +9,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.errors import InvalidRequest
 from broker.settings import Settings
-
-EXIT_FAILED, EXIT_INVALID = 1, 2
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +27,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Fetch current prices; one transaction per provider, a failed provider keeps its old prices."""
-        from broker.price_refresh import refresh
-        from broker.services import Broker
+        from broker.app import Broker
+        from broker.catalog.refresh import refresh
 
         out, err = Console(), Console(stderr=True)
         settings = Settings()
@@ -77,8 +76,8 @@ def register(app: typer.Typer) -> None:
     @pricing_app.command("status")
     def status_cmd() -> None:
         """Newest price date per source; sources older than BROKER_PRICE_STALE_AFTER_DAYS are flagged."""
-        from broker.price_book import stale_sources
-        from broker.services import Broker
+        from broker.app import Broker
+        from broker.catalog.prices import stale_sources
 
         settings = Settings()
         cat = Broker.open(settings).catalog()
@@ -98,8 +97,8 @@ def register(app: typer.Typer) -> None:
         note: Annotated[str, typer.Option(help="e.g. the agreement it comes from")] = "",
     ) -> None:
         """Add a negotiated discount rule and re-price the provider's pools."""
-        from broker.price_book import add_discount
-        from broker.services import Broker
+        from broker.app import Broker
+        from broker.catalog.prices import add_discount
 
         if provider not in ("aws", "azure", "gcp") or not 0 < pct < 100:
             Console(stderr=True).print("[red]invalid:[/red] --provider aws|azure|gcp and 0 < --pct < 100")
@@ -123,8 +122,8 @@ def register(app: typer.Typer) -> None:
         usd_per_hour: Annotated[float, typer.Option(help="marginal price still paid per node-hour; 0 = sunk")] = 0.0,
     ) -> None:
         """Record already-bought capacity; the solver fills it before buying anything."""
-        from broker.price_book import commit_capacity
-        from broker.services import Broker
+        from broker.app import Broker
+        from broker.catalog.prices import commit_capacity
 
         try:
             done = commit_capacity(

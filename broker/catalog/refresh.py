@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.catalog import bump_version
+from broker.catalog.store import bump_version
 from broker.db.models import PoolRow, SiteRow
-from broker.db.pricing_models import (
+from broker.db.price_models import (
     DiscountRuleRow,
     ListPriceRow,
     PriceHistoryRow,

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from broker.domain import HOURS_PER_MONTH, Site
-from broker.residency import resolve_policy
+from broker.core.domain import HOURS_PER_MONTH, Site
+from broker.core.residency import resolve_policy
 
 
 def _money(x: float | None) -> str:

@@ -15,15 +15,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 from broker.settings import Settings
 
-EXIT_FAILED, EXIT_INVALID, EXIT_INFEASIBLE = 1, 2, 3
 out, err = Console(), Console(stderr=True)
 
 
 def _broker() -> Any:
-    from broker.services import Broker
+    from broker.app import Broker
 
     return Broker.open(Settings())
 

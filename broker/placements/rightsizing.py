@@ -19,9 +19,9 @@ from broker.errors import BrokerError, InvalidRequest
 from broker.forecast.demand import ResourceSizingOut, RightsizingOut, WorkloadSizingOut
 from broker.forecast.history import HistoryError, Panel, regularize
 from broker.forecast.sizing import SizedResource, size
+from broker.placements.documents import PlacementRequestIn
 from broker.solver import PlacementProblem, solve
-from broker.usage_service import UsageStore
-from broker.wire import PlacementRequestIn
+from broker.usage.service import UsageStore
 
 METRICS = ("cpu", "memory_gib")
 

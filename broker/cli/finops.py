@@ -23,8 +23,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
     ) -> None:
         """Savings against the baseline over the last 30 days, grouped."""
+        from broker.app import Broker
         from broker.finops.service import FinOps
-        from broker.services import Broker
 
         doc = FinOps(Broker.open(Settings())).savings(tenant=tenant, group_by=group_by)
         if as_json:
@@ -51,8 +51,8 @@ def register(app: typer.Typer) -> None:
         per_service: Annotated[int, typer.Option(help="placements stored per demo service")] = 8,
     ) -> None:
         """Store demo placements (three services of two tenants, solved for real) to try the dashboard."""
+        from broker.app import Broker
         from broker.finops.demo import seed_demo as seed
-        from broker.services import Broker
 
         ids = seed(Broker.open(Settings()), days=days, per_service=per_service)
         Console(stderr=True).print(f"stored {len(ids)} demo placements; open /dashboard")

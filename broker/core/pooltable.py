@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from broker.domain import Arch, CapacityType, Pool, Site
+from broker.core.domain import Arch, CapacityType, Pool, Site
 
 CAPACITY_TYPES: tuple[CapacityType, ...] = tuple(CapacityType)
 ARCHES: tuple[Arch, ...] = tuple(Arch)

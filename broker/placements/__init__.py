@@ -1,0 +1,1 @@
+"""Placements: the request and answer documents, budgets, fair share and forecast-driven right-sizing."""

@@ -1,0 +1,1 @@
+"""Usage history and trained forecast models in the store."""
