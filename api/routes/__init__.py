@@ -11,4 +11,5 @@ ROUTER_MODULES: list[str] = [
     "admin",
     "dispatch",
     "usage",
+    "extender",
 ]
