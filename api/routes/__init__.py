@@ -12,4 +12,5 @@ ROUTER_MODULES: list[str] = [
     "dispatch",
     "usage",
     "extender",
+    "integrations",
 ]

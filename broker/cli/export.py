@@ -71,3 +71,29 @@ def register(app: typer.Typer) -> None:
         else:
             output.write_bytes(body)
             err.print(f"wrote {len(rows)} FOCUS rows to {output}")
+
+    @export_app.command("karpenter")
+    def karpenter(
+        provider: Annotated[str, typer.Option(help="aws or azure")] = "aws",
+        commitments: Annotated[
+            bool, typer.Option(help="also price committed capacity (every node of the type gets that price)")
+        ] = False,
+    ) -> None:
+        """Karpenter NodeOverlays (YAML on stdout) carrying negotiated discounts and, with
+        --commitments, committed capacity: `broker export karpenter | kubectl apply -f -`."""
+        import yaml
+
+        from broker.app import Broker
+        from broker.integrations.service import node_overlays
+
+        err = Console(stderr=True)
+        try:
+            overlays, notes = node_overlays(Broker.open(Settings()), provider=provider, commitments=commitments)
+        except InvalidRequest as exc:
+            err.print(f"[red]invalid:[/red] {exc.detail}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        for note in notes:
+            err.print(f"skipped {note}")
+        if overlays:
+            sys.stdout.write(yaml.safe_dump_all(overlays, sort_keys=False))
+        err.print(f"{len(overlays)} NodeOverlay objects")
