@@ -10,7 +10,9 @@ from sqlalchemy import select
 from broker.app import Broker
 from broker.catalog.prices import COMMITTED, list_discounts
 from broker.db.models import PoolRow
+from broker.dispatch.clusters import list_clusters
 from broker.errors import InvalidRequest
+from broker.integrations.karmada import UnservedSites, propagation_policies
 from broker.integrations.karpenter import KARPENTER_PROVIDERS, Commitment, commitment_overlays, discount_overlays
 from pricing.discounts import DiscountRule
 
@@ -48,3 +50,27 @@ def node_overlays(broker: Broker, *, provider: str, commitments: bool) -> tuple[
             ]
         overlays += commitment_overlays(provider, bought)
     return overlays, notes
+
+
+def karmada_policies(
+    broker: Broker, placement_id: str, *, tenant: str, namespace: str, members: list[str]
+) -> list[dict[str, Any]]:
+    """PropagationPolicies for a stored placement; members are SITE=CLUSTER, else the registered clusters."""
+    placement = broker.get_placement(placement_id, tenant=tenant)
+    by_site: dict[str, list[str]] = defaultdict(list)
+    for i, item in enumerate(members):
+        site, sep, cluster = item.rpartition("=")
+        if not sep or not site or not cluster:
+            raise InvalidRequest(
+                f"member {item!r} is not SITE=CLUSTER", errors=[{"loc": ["query", "member", i], "msg": "SITE=CLUSTER"}]
+            )
+        by_site[site].append(cluster)
+    if not members:
+        for c in list_clusters(broker.sessions, tenant=tenant):
+            by_site[c.site].append(c.name)
+    try:
+        return propagation_policies(placement_id, placement["assignments"], by_site, namespace=namespace)
+    except UnservedSites as exc:
+        raise InvalidRequest(
+            str(exc), errors=[{"loc": ["query", "member"], "msg": f"no cluster for {', '.join(exc.sites)}"}]
+        ) from exc

@@ -1,4 +1,4 @@
-"""Karpenter NodeOverlays over the API and the CLI, from discounts and commitments in the store."""
+"""Integration objects over the API and the CLI: Karpenter NodeOverlays, Karmada PropagationPolicies."""
 
 from __future__ import annotations
 
@@ -50,3 +50,28 @@ def test_cli_writes_yaml_on_stdout_and_notes_on_stderr(db_url: str, monkeypatch)
     assert result.stdout == ""  # the only rule matches nothing: no documents, a note on stderr
     assert "matches no aws instance type" in result.stderr
     assert runner.invoke(app, ["export", "karpenter", "--provider", "edge"]).exit_code == 2
+
+
+def test_karmada_policies_for_a_stored_placement(client: TestClient) -> None:
+    from tests.integration.dispatch_support import store_checkout
+
+    broker = client.app.state.broker  # type: ignore[attr-defined]
+    placement = store_checkout(broker)
+    sites = sorted({a["site"] for a in placement["assignments"]})
+    members = [f"{s}=member-{i}" for i, s in enumerate(sites)]
+    r = client.get(
+        f"/v1/integrations/karmada/placements/{placement['id']}", params={"namespace": "shop", "member": members}
+    )
+    assert r.status_code == 200, r.text
+    policies = list(yaml.safe_load_all(r.text))
+    by_workload = {p["spec"]["resourceSelectors"][0]["name"]: p for p in policies}
+    for workload in {a["workload"] for a in placement["assignments"]}:
+        weights = by_workload[workload]["spec"]["placement"]["replicaScheduling"]["weightPreference"][
+            "staticWeightList"
+        ]
+        placed = sum(a["replicas"] for a in placement["assignments"] if a["workload"] == workload)
+        assert sum(w["weight"] for w in weights) == placed
+    missing = client.get(url, params={"member": members[:1]})
+    if len(sites) > 1:
+        assert missing.status_code == 422 and "no member cluster" in missing.json()["detail"]
+    assert client.get("/v1/integrations/karmada/placements/pl_nope").status_code == 404
