@@ -59,9 +59,8 @@ def test_karmada_policies_for_a_stored_placement(client: TestClient) -> None:
     placement = store_checkout(broker)
     sites = sorted({a["site"] for a in placement["assignments"]})
     members = [f"{s}=member-{i}" for i, s in enumerate(sites)]
-    r = client.get(
-        f"/v1/integrations/karmada/placements/{placement['id']}", params={"namespace": "shop", "member": members}
-    )
+    url = f"/v1/integrations/karmada/placements/{placement['id']}"
+    r = client.get(url, params={"namespace": "shop", "member": members})
     assert r.status_code == 200, r.text
     policies = list(yaml.safe_load_all(r.text))
     by_workload = {p["spec"]["resourceSelectors"][0]["name"]: p for p in policies}
