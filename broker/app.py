@@ -118,7 +118,9 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         problem = self._problem(request, cat, table=table, current=current)
         result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
-        out = result_to_document(result, name=request.name, horizon_hours=request.horizon_hours)
+        out = result_to_document(
+            result, name=request.name, horizon_hours=request.horizon_hours, latency_quantile=request.latency_quantile
+        )
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
         out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
@@ -174,7 +176,12 @@ class Broker:
                     "cost_per_hour": p.cost_per_hour,
                     "latency_ms": round(p.latency_ms, 2),
                     "carbon_kg_per_hour": round(p.carbon_kg_per_hour, 6),
-                    "placement": result_to_document(p.result, name=request.name, horizon_hours=request.horizon_hours),
+                    "placement": result_to_document(
+                        p.result,
+                        name=request.name,
+                        horizon_hours=request.horizon_hours,
+                        latency_quantile=request.latency_quantile,
+                    ),
                 }
                 for p in points
             ]
@@ -193,7 +200,7 @@ class Broker:
         return PlacementProblem(
             request=request,
             table=cat.solver_table if table is None else table,
-            user_rtt=cat.user_rtt(request.user_regions),
+            user_rtt=cat.user_rtt(request.user_regions, request.latency_quantile),
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,
             storage_usd_per_gb_month=cat.storage,

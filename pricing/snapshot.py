@@ -87,7 +87,9 @@ def read_pools() -> pd.DataFrame:
 
 @lru_cache(maxsize=1)
 def read_latency() -> pd.DataFrame:
-    """Measured site-to-site RTT: src, dst, rtt_ms (float64), statistic, source. Symmetric."""
+    """Measured site-to-site RTT, symmetric: src, dst, rtt_ms (the pair's median, float64),
+    statistic (of rtt_ms), source, rtt_p95_ms (conservative, float64), samples (figures behind
+    the pair). See SOURCES.md."""
     return _read_csv(
         "latency.csv",
         {
@@ -96,6 +98,8 @@ def read_latency() -> pd.DataFrame:
             "rtt_ms": "float64",
             "statistic": "category",
             "source": "category",
+            "rtt_p95_ms": "float64",
+            "samples": "int64",
         },
     )
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query
@@ -86,30 +87,43 @@ def get_pool(pool_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> Po
     return PoolOut.from_domain(t.pools[i])
 
 
+def _latency_end(value: str, field: str, sites: Mapping[str, Any]) -> str | tuple[float, float]:
+    """A site id or ``geo:lat,lon`` query value, or a problem naming the field."""
+    if value.startswith("geo:"):
+        try:
+            return parse_geo(value)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc), errors=[{"loc": ["query", field], "msg": str(exc)}]) from exc
+    if value not in sites:
+        raise InvalidRequest(f"unknown site {value!r}", errors=[{"loc": ["query", field], "msg": "unknown site"}])
+    return value
+
+
 @router.get("/latency")
 def latency(
     broker: Annotated[Broker, Depends(get_broker)],
-    from_: Annotated[str, Query(alias="from", description="site id")],
+    from_: Annotated[str, Query(alias="from", description="site id or geo:lat,lon")],
     to: Annotated[str, Query(description="site id or geo:lat,lon")],
+    quantile: Annotated[
+        Literal["p50", "p95"], Query(description="p50: typical RTT (median); p95: conservative")
+    ] = "p50",
 ) -> dict[str, Any]:
     cat = broker.catalog()
-    if from_ not in cat.sites:
-        raise InvalidRequest(f"unknown site {from_!r}", errors=[{"loc": ["query", "from"], "msg": "unknown site"}])
-    dst: str | tuple[float, float]
-    if to.startswith("geo:"):
-        try:
-            dst = parse_geo(to)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc), errors=[{"loc": ["query", "to"], "msg": str(exc)}]) from exc
-    elif to in cat.sites:
-        dst = to
-    else:
-        raise InvalidRequest(f"unknown site {to!r}", errors=[{"loc": ["query", "to"], "msg": "unknown site"}])
+    src = _latency_end(from_, "from", cat.sites)
+    dst = _latency_end(to, "to", cat.sites)
     try:
-        rtt, source = cat.latency.rtt(from_, dst)
+        est = cat.latency.estimate(src, dst, quantile)
     except (KeyError, ValueError) as exc:
         raise InvalidRequest(f"no latency estimate possible: {exc}") from exc
-    return {"from": from_, "to": to, "rtt_ms": round(rtt, 2), "source": source}
+    return {
+        "from": from_,
+        "to": to,
+        "rtt_ms": round(est.rtt_ms, 2),
+        "source": est.source,
+        "quantile": quantile,
+        "method": est.method,  # measured | anchored | local | distance (docs/latency.md)
+        "via": list(est.via),
+    }
 
 
 @router.get("/policies", response_model=list[PolicyOut])

@@ -162,6 +162,11 @@ class PlacementRequestIn(Strict):
     current: list[CurrentIn] = Field(default_factory=list)
     migration_cost_per_replica: float = Field(0.0, ge=0, le=1_000_000)
     max_moves: int | None = Field(None, ge=0)
+    # which RTT statistic latency SLOs are checked against (docs/latency.md): the typical
+    # round trip (median) or a conservative one that ~92 % of measured pairs stay under
+    latency_quantile: Literal["p50", "p95"] = Field(
+        "p50", description="RTT statistic for latency_slo_ms: p50 (typical, default) or p95 (conservative)"
+    )
     # production service (docs/operations.md): budget scope, budget override, async job
     team: Name | None = None
     allow_over_budget: bool = False
@@ -179,6 +184,7 @@ class PlacementRequestIn(Strict):
             current=tuple((c.workload, c.pool, c.replicas) for c in self.current),
             migration_cost_per_replica=self.migration_cost_per_replica,
             max_moves=self.max_moves,
+            latency_quantile=self.latency_quantile,
         )
 
 
@@ -200,6 +206,8 @@ class AssignmentOut(BaseModel):
     replicas: int
     latency_ms: dict[str, float]
     explanation: ExplanationOut
+    # per SLO of the workload: its bound minus the RTT from this site (ms, in latency_quantile)
+    latency_slo_margin_ms: dict[str, float] = Field(default_factory=dict)
 
 
 class NodeOut(BaseModel):
@@ -230,6 +238,7 @@ class PlacementOut(BaseModel):
     assignments: list[AssignmentOut]
     egress_cost_per_hour: float
     storage_cost_per_hour: float
+    latency_quantile: Literal["p50", "p95"] = "p50"  # the statistic of every latency_ms and margin
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
@@ -239,7 +248,9 @@ class PlacementOut(BaseModel):
     budget: list[dict[str, Any]] | None = None  # the tenant's budgets this placement counts against
 
 
-def result_to_document(result: PlacementResult, *, name: str, horizon_hours: float = 730.0) -> dict[str, Any]:
+def result_to_document(
+    result: PlacementResult, *, name: str, horizon_hours: float = 730.0, latency_quantile: str = "p50"
+) -> dict[str, Any]:
     """The response document of the contract for a solver result."""
     return PlacementOut(
         name=name,
@@ -260,6 +271,7 @@ def result_to_document(result: PlacementResult, *, name: str, horizon_hours: flo
                 site=a.site,
                 replicas=a.replicas,
                 latency_ms=dict(a.latency_ms),
+                latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
                 explanation=ExplanationOut(
                     cost_per_hour=a.explanation.cost_per_hour,
                     binding=list(a.explanation.binding),
@@ -272,6 +284,7 @@ def result_to_document(result: PlacementResult, *, name: str, horizon_hours: flo
         ],
         egress_cost_per_hour=result.egress_cost_per_hour,
         storage_cost_per_hour=result.storage_cost_per_hour,
+        latency_quantile=latency_quantile,
         rejected={k: dict(v) for k, v in result.rejected.items()},
         warnings=list(result.warnings),
     ).model_dump(mode="json")
