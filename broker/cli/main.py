@@ -210,7 +210,18 @@ def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
 
 
 # Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = ["admin", "pricing", "sites", "export", "finops", "dispatch", "usage", "forecast", "operator"]
+COMMAND_MODULES = [
+    "admin",
+    "pricing",
+    "sites",
+    "export",
+    "finops",
+    "dispatch",
+    "usage",
+    "forecast",
+    "operator",
+    "latency",
+]
 
 
 def _register_command_modules() -> None:
