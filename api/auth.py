@@ -37,6 +37,7 @@ PLANNER_WRITES = (
     "/v1/workloads",  # usage samples: POST /v1/workloads/{name}/usage, sent by the pipelines that place
     "/v1/forecast",
     "/v1/simulat",
+    "/v1/latency/measurements",  # a tenant's own RTT measurements, used by its placements
 )
 ADMIN_READS = ("/v1/apikeys",)
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

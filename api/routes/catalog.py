@@ -1,9 +1,8 @@
-"""Catalog endpoints: sites, pools, latency, residency policies."""
+"""Catalog endpoints: sites, pools, residency policies (latency: api/routes/latency.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query
@@ -12,10 +11,9 @@ from api.deps import get_broker
 from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
 from broker.app import Broker
 from broker.core.domain import CapacityType
-from broker.core.latency import parse_geo
 from broker.core.pooltable import CAPACITY_TYPES
 from broker.core.residency import BUILTIN_POLICIES
-from broker.errors import InvalidRequest, NotFound
+from broker.errors import NotFound
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 
@@ -85,45 +83,6 @@ def get_pool(pool_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> Po
     if i is None:
         raise NotFound(f"pool {pool_id!r} does not exist")
     return PoolOut.from_domain(t.pools[i])
-
-
-def _latency_end(value: str, field: str, sites: Mapping[str, Any]) -> str | tuple[float, float]:
-    """A site id or ``geo:lat,lon`` query value, or a problem naming the field."""
-    if value.startswith("geo:"):
-        try:
-            return parse_geo(value)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc), errors=[{"loc": ["query", field], "msg": str(exc)}]) from exc
-    if value not in sites:
-        raise InvalidRequest(f"unknown site {value!r}", errors=[{"loc": ["query", field], "msg": "unknown site"}])
-    return value
-
-
-@router.get("/latency")
-def latency(
-    broker: Annotated[Broker, Depends(get_broker)],
-    from_: Annotated[str, Query(alias="from", description="site id or geo:lat,lon")],
-    to: Annotated[str, Query(description="site id or geo:lat,lon")],
-    quantile: Annotated[
-        Literal["p50", "p95"], Query(description="p50: typical RTT (median); p95: conservative")
-    ] = "p50",
-) -> dict[str, Any]:
-    cat = broker.catalog()
-    src = _latency_end(from_, "from", cat.sites)
-    dst = _latency_end(to, "to", cat.sites)
-    try:
-        est = cat.latency.estimate(src, dst, quantile)
-    except (KeyError, ValueError) as exc:
-        raise InvalidRequest(f"no latency estimate possible: {exc}") from exc
-    return {
-        "from": from_,
-        "to": to,
-        "rtt_ms": round(est.rtt_ms, 2),
-        "source": est.source,
-        "quantile": quantile,
-        "method": est.method,  # measured | anchored | local | distance (docs/latency.md)
-        "via": list(est.via),
-    }
 
 
 @router.get("/policies", response_model=list[PolicyOut])

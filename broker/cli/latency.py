@@ -77,6 +77,32 @@ def register(app: typer.Typer) -> None:
     lat_app = typer.Typer(help="The latency model: measured and estimated round-trip times.", no_args_is_help=True)
     app.add_typer(lat_app, name="latency")
 
+    @lat_app.command("import")
+    def import_cmd(
+        file: Annotated[Path, typer.Argument(help="CSV from,to,rtt_ms[,statistic][,source]")],
+        tenant: Annotated[str, typer.Option(help="the tenant whose placements use them")] = "default",
+    ) -> None:
+        """Store your own RTT measurements; they win over the catalog's figures (docs/latency.md).
+        `to` may be a site, geo:lat,lon or the name of a user region. All or nothing."""
+        from broker.app import Broker
+        from broker.catalog.latency_measurements import MeasurementStore, read_measurements_csv
+        from broker.cli.usage import print_invalid
+        from broker.errors import InvalidRequest
+        from broker.settings import Settings
+
+        out, err = Console(), Console(stderr=True)
+        try:
+            rows = read_measurements_csv(file)
+            broker = Broker.open(Settings())
+            with err.status(f"importing {file}..."):
+                summary = MeasurementStore(broker.sessions).import_rows(
+                    rows, sites=broker.catalog().sites, tenant=tenant
+                )
+        except InvalidRequest as exc:
+            print_invalid(exc, "measurements file")
+            raise typer.Exit(EXIT_INVALID) from exc
+        out.print(f"imported {summary['rows']} measurement(s) for tenant {tenant} (replaced {summary['replaced']})")
+
     @lat_app.command("evaluate")
     def evaluate_cmd(
         file: Annotated[
