@@ -139,6 +139,14 @@ def placements_get(w: World, h: dict[str, str]) -> None:
     assert _ok(w.c.get(f"/v1/placements/{w.pid}", headers=w.a))["id"] == w.pid
 
 
+def karmada_get(w: World, h: dict[str, str]) -> None:
+    url = f"/v1/integrations/karmada/placements/{w.pid}"
+    _not_found(w.c.get(url, headers=h))
+    sites = {a["site"] for a in _ok(w.c.get(f"/v1/placements/{w.pid}", headers=w.a))["assignments"]}
+    mine = w.c.get(url, params={"member": [f"{s}=m{i}" for i, s in enumerate(sorted(sites))]}, headers=w.a)
+    assert mine.status_code == 200 and "PropagationPolicy" in mine.text
+
+
 def placements_post(w: World, h: dict[str, str]) -> None:
     # the same name in another tenant is another placement: alpha's is neither replaced nor charged
     mine = _ok(w.c.post("/v1/placements", json=small_request("a-plan", allow_over_budget=True), headers=h), 201)
@@ -368,6 +376,7 @@ ISOLATION: dict[tuple[str, str], Probe] = {
     ("GET", "/v1/savings"): savings_get,
     ("GET", "/v1/export/focus"): focus_get,
     ("GET", "/v1/dashboard"): dashboard_get,
+    ("GET", "/v1/integrations/karmada/placements/{placement_id}"): karmada_get,
 }
 
 # /v1 routes that hold no tenant data, each with the reason
@@ -386,6 +395,7 @@ SHARED: dict[tuple[str, str], str] = {
     ("POST", "/v1/pricing/commitments"): "catalog capacity (admin)",
     ("POST", "/v1/placements/pareto"): "reads only the request and the catalog; stores nothing",
     ("GET", "/v1/forecast/models"): "model versions and hold-out metrics, no series names or samples",
+    ("GET", "/v1/integrations/karpenter/nodeoverlays"): "catalog discount rules and commitments as Karpenter objects",
 }
 
 
