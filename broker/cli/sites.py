@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import InvalidRequest
-from broker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -19,9 +19,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sites_app, name="sites")
 
     @sites_app.command("import")
-    def import_(file: Annotated[Path, typer.Argument(help="sites YAML or JSON file")]) -> None:
+    def import_(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="sites YAML or JSON file")]) -> None:
         """Add or update private and edge sites; nothing changes when the file is invalid."""
-        from broker.app import Broker
         from broker.catalog.private_sites import import_sites, read_sites_file
 
         out, err = Console(), Console(stderr=True)
@@ -33,8 +32,7 @@ def register(app: typer.Typer) -> None:
                 loc = ".".join(str(p) for p in e.get("loc", []))
                 err.print(f"  - {loc}: {e.get('msg')}")
             raise typer.Exit(EXIT_INVALID) from exc
-        broker = Broker.open(Settings())
-        result = import_sites(broker.sessions, doc)
+        result = import_sites(edge(ctx).broker().sessions, doc)
         table = Table("pool", "USD/node-hour", "max_nodes", title=f"imported {len(result['sites'])} site(s)")
         for site in result["sites"]:
             for p in site["pools"]:
