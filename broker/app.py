@@ -273,4 +273,4 @@ class Broker:
         return items, int(total)
 
 
-__all__ = ["Broker", "make_engine", "parse_request"]
+__all__ = ["Broker", "parse_request"]

@@ -50,10 +50,6 @@ def problem(status: int, title: str, detail: str, type_: str, *, instance: str, 
     }
 
 
-def status_of(exc: BrokerError) -> int:
-    return next((status for cls, status, _ in _KINDS if isinstance(exc, cls)), 400)
-
-
 def error_problem(exc: BrokerError, *, instance: str) -> dict[str, Any]:
     """The document for a broker error: its status, title and detail, its extra members,
     the conflicting constraints of an infeasible request, the fields of an invalid one."""

@@ -16,7 +16,6 @@ from broker.usage.service import UsageStore, read_csv
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
-NameParam = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class UsageSampleIn(BaseModel):
