@@ -17,6 +17,7 @@ from rich.table import Table
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
+from broker.cli.failures import print_infeasible, print_invalid
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 
 out, err = Console(), Console(stderr=True)
@@ -24,14 +25,10 @@ out, err = Console(), Console(stderr=True)
 
 def _fail(exc: BrokerError) -> typer.Exit:
     if isinstance(exc, InvalidRequest):
-        err.print(f"[red]invalid:[/red] {exc.detail}")
-        for e in exc.errors:
-            err.print(f"  - {'.'.join(str(p) for p in e.get('loc', []))}: {e.get('msg')}")
+        print_invalid(exc, "input")
         return typer.Exit(EXIT_INVALID)
     if isinstance(exc, Infeasible):
-        err.print(f"[red]infeasible:[/red] {exc.detail}")
-        for c in exc.conflicts:
-            err.print(f"  - {c}")
+        print_infeasible(exc)
         return typer.Exit(EXIT_INFEASIBLE)
     err.print(f"[red]{exc.title}:[/red] {exc.detail}")
     return typer.Exit(EXIT_INVALID if isinstance(exc, NotFound) else EXIT_FAILED)

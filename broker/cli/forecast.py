@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Hold out the last N points of each series, train on the rest, score model and baselines."""
-        from broker.cli.usage import print_invalid
+        from broker.cli.failures import print_invalid
         from broker.forecast.evaluate import evaluate, predictions_frame
         from broker.forecast.history import HistoryError, parse_long_frame, regularize
         from broker.forecast.model import TrainParams

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT
+from broker.cli.failures import print_infeasible, print_invalid
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 
 app = typer.Typer(help="Hybrid-cloud, cost-optimizing placement broker.", no_args_is_help=True, add_completion=False)
@@ -198,19 +199,14 @@ def _print_infeasible(exc: Infeasible, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2))
         return
-    err.print(f"[red]infeasible:[/red] {exc.detail}")
-    for c in exc.conflicts:
-        err.print(f"  - {c}")
+    print_infeasible(exc)
 
 
 def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "invalid", "detail": exc.detail, "errors": exc.errors}, indent=2))
         return
-    err.print(f"[red]invalid request:[/red] {exc.detail}")
-    for e in exc.errors:
-        loc = ".".join(str(p) for p in e.get("loc", []))
-        err.print(f"  - {loc}: {e.get('msg')}")
+    print_invalid(exc, "request")
 
 
 # Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.

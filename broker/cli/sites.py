@@ -11,6 +11,7 @@ from rich.table import Table
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import print_invalid
 from broker.errors import InvalidRequest
 
 
@@ -23,18 +24,14 @@ def register(app: typer.Typer) -> None:
         """Add or update private and edge sites; nothing changes when the file is invalid."""
         from broker.catalog.private_sites import import_sites, read_sites_file
 
-        out, err = Console(), Console(stderr=True)
         try:
             doc = read_sites_file(file)
         except InvalidRequest as exc:
-            err.print(f"[red]invalid sites file:[/red] {exc.detail}")
-            for e in exc.errors:
-                loc = ".".join(str(p) for p in e.get("loc", []))
-                err.print(f"  - {loc}: {e.get('msg')}")
+            print_invalid(exc, "sites file")
             raise typer.Exit(EXIT_INVALID) from exc
         result = import_sites(edge(ctx).broker().sessions, doc)
         table = Table("pool", "USD/node-hour", "max_nodes", title=f"imported {len(result['sites'])} site(s)")
         for site in result["sites"]:
             for p in site["pools"]:
                 table.add_row(p["id"], f"{p['price_per_hour']:.4f}", str(p["max_nodes"]))
-        out.print(table)
+        Console().print(table)

@@ -11,16 +11,8 @@ from rich.console import Console
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import err, print_invalid
 from broker.errors import BrokerError, InvalidRequest
-
-err = Console(stderr=True)
-
-
-def print_invalid(exc: InvalidRequest, what: str) -> None:
-    err.print(f"[red]invalid {what}:[/red] {exc.detail}")
-    for e in exc.errors:
-        loc = ".".join(str(p) for p in e.get("loc", []))
-        err.print(f"  - {loc}: {e.get('msg')}")
 
 
 def register(app: typer.Typer) -> None:
