@@ -74,6 +74,7 @@ def register(app: typer.Typer) -> None:
 
     @export_app.command("karpenter")
     def karpenter(
+        ctx: typer.Context,
         provider: Annotated[str, typer.Option(help="aws or azure")] = "aws",
         commitments: Annotated[
             bool, typer.Option(help="also price committed capacity (every node of the type gets that price)")
@@ -83,12 +84,11 @@ def register(app: typer.Typer) -> None:
         --commitments, committed capacity: `broker export karpenter | kubectl apply -f -`."""
         import yaml
 
-        from broker.app import Broker
         from broker.integrations.service import node_overlays
 
         err = Console(stderr=True)
         try:
-            overlays, notes = node_overlays(Broker.open(Settings()), provider=provider, commitments=commitments)
+            overlays, notes = node_overlays(edge(ctx).broker(), provider=provider, commitments=commitments)
         except InvalidRequest as exc:
             err.print(f"[red]invalid:[/red] {exc.detail}")
             raise typer.Exit(EXIT_INVALID) from exc
