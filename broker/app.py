@@ -88,6 +88,10 @@ class Broker:
     def catalog(self) -> Catalog:
         return self.catalogs.get()
 
+    def close(self) -> None:
+        """Close the database connections (the edge that opened the Broker calls this when done)."""
+        self.engine.dispose()
+
     # ---- placements -------------------------------------------------------------------
 
     def place(
@@ -269,8 +273,4 @@ class Broker:
         return items, int(total)
 
 
-def open_broker(settings: Settings | None = None) -> Broker:
-    return Broker.open(settings or Settings())
-
-
-__all__ = ["Broker", "make_engine", "open_broker", "parse_request"]
+__all__ = ["Broker", "parse_request"]

@@ -117,15 +117,6 @@ def read_internet_egress() -> dict[str, float]:
     return {str(s): float(v) for s, v in zip(df["site"], df["usd_per_gb"], strict=True)}
 
 
-def internet_egress_per_gb(site_id: str) -> float | None:
-    """Internet egress USD/GB for a site, falling back to the provider default."""
-    table = read_internet_egress()
-    if site_id in table:
-        return table[site_id]
-    provider = site_id.split(":", 1)[0]
-    return table.get(f"{provider}:*")
-
-
 @lru_cache(maxsize=1)
 def read_storage() -> pd.DataFrame:
     """Block storage list prices: provider, tier, usd_per_gb_month, product, source."""

@@ -10,7 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
+from broker.cli.failures import print_invalid
 
 
 def _sites() -> dict[str, Any]:
@@ -79,21 +81,19 @@ def register(app: typer.Typer) -> None:
 
     @lat_app.command("import")
     def import_cmd(
+        ctx: typer.Context,
         file: Annotated[Path, typer.Argument(help="CSV from,to,rtt_ms[,statistic][,source]")],
         tenant: Annotated[str, typer.Option(help="the tenant whose placements use them")] = "default",
     ) -> None:
         """Store your own RTT measurements; they win over the catalog's figures (docs/latency.md).
         `to` may be a site, geo:lat,lon or the name of a user region. All or nothing."""
-        from broker.app import Broker
         from broker.catalog.latency_measurements import MeasurementStore, read_measurements_csv
-        from broker.cli.usage import print_invalid
         from broker.errors import InvalidRequest
-        from broker.settings import Settings
 
         out, err = Console(), Console(stderr=True)
         try:
             rows = read_measurements_csv(file)
-            broker = Broker.open(Settings())
+            broker = edge(ctx).broker()
             with err.status(f"importing {file}..."):
                 summary = MeasurementStore(broker.sessions).import_rows(
                     rows, sites=broker.catalog().sites, tenant=tenant
@@ -115,7 +115,6 @@ def register(app: typer.Typer) -> None:
         check: Annotated[bool, typer.Option(help="exit 1 when a target of docs/latency.md is missed")] = False,
     ) -> None:
         """Fit on part of the measured pairs, estimate the rest, report errors in both settings."""
-        from broker.cli.usage import print_invalid
         from broker.core.latency_eval import check_targets, evaluate_kfold, evaluate_leave_one_region_out
         from broker.errors import InvalidRequest
 

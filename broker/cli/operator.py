@@ -10,13 +10,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
-from broker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def operator(
+        ctx: typer.Context,
         kubeconfig: Annotated[
             Path | None, typer.Option(help="kubeconfig file (default: in-cluster service account)")
         ] = None,
@@ -28,7 +29,6 @@ def register(app: typer.Typer) -> None:
         from kubernetes import config
         from kubernetes.config.config_exception import ConfigException
 
-        from broker.app import Broker
         from broker.operator.controller import PlacementController
 
         err = Console(stderr=True)
@@ -46,6 +46,6 @@ def register(app: typer.Typer) -> None:
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        controller = PlacementController(Broker.open(Settings()), api, namespace=namespace)
+        controller = PlacementController(edge(ctx).broker(), api, namespace=namespace)
         err.print(f"watching PlacementRequests in {namespace or 'all namespaces'}")
         controller.run(stop)
