@@ -23,6 +23,7 @@ import numpy as np
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver import mip_process
 from broker.solver.model import INF, Layout, LPResult, MIPResult, ModelInput, egress_values, ranges
+from broker.solver.quiet_highs import QuietHighs
 from broker.solver.share_bound import DualPrices
 from broker.solver.universe import Universe
 
@@ -36,8 +37,7 @@ class Master:
         """`relaxed`: without fit rows, site rows and egress rows, the LP whose duals price the
         share bound (relaxed_bound.py)."""
         self.mi, self.lay, self.uni, self.u = mi, lay, universe, universe.cols
-        self.h = highspy.Highs()  # type: ignore[no-untyped-call]
-        self.h.setOptionValue("output_flag", False)
+        self.h = QuietHighs()
         self.h.setOptionValue("solver", "simplex")
         self.demand, self.replicas = mi.class_demand, mi.class_replicas
         self.pool_col = np.full(mi.n_pools, -1, dtype=np.int64)  # HiGHS column of n_p, -1 = absent

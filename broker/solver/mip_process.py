@@ -29,6 +29,7 @@ import highspy
 import numpy as np
 
 from broker.core.pooltable import FloatArray
+from broker.solver.quiet_highs import QuietHighs
 
 # how long past its limit a child may take to report before it is killed (HiGHS' own clock
 # stops it at the limit when it can; this covers the reply of a big solution)
@@ -89,8 +90,7 @@ def _build(model: dict[str, Any]) -> highspy.Highs:
     a.start_, a.index_, a.value_ = model["start"], model["index"], model["value"]
     if len(model["integrality"]):
         lp.integrality_ = [highspy.HighsVarType(int(v)) for v in model["integrality"]]
-    h = highspy.Highs()  # type: ignore[no-untyped-call]
-    h.setOptionValue("output_flag", False)
+    h = QuietHighs()
     h.passModel(lp)
     return h
 
