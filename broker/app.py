@@ -132,6 +132,10 @@ class Broker:
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
         out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
+        from broker.catalog.prices import stale_warning
+
+        if (stale := stale_warning(out["price_snapshot"])) is not None:  # once per answer, where users look
+            out["warnings"].append(stale)
         if rightsizing is not None:  # declared vs forecast-sized requests, both priced
             out["rightsizing"] = rightsizing.section(problem, float(out["cost_per_hour"]), request.time_limit_s)
         cost = float(out["cost_per_hour"])

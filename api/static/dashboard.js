@@ -80,6 +80,7 @@
     drawMap(d.by.site);
     forecast(d.forecast);
     prices(d.prices);
+    staleBanner(d.prices, d.price_stale_after_days);
     latest(d.latest);
   }
 
@@ -221,6 +222,20 @@
         `<td class="num">${r.age_days == null ? "?" : r.age_days + " d"}</td>` +
         `<td><span class="badge ${r.stale ? "stale" : "ok"}">${r.stale ? "stale" : "fresh"}</span></td></tr>`)
       .join("");
+  }
+
+  // stale prices make every cost and saving on the page doubtful: say so at the top, not only
+  // in the freshness table at the bottom
+  function staleBanner(rows, limitDays) {
+    const el = $("#stale-banner");
+    const stale = rows.filter((r) => r.stale);
+    el.hidden = stale.length === 0;
+    if (!stale.length) return;
+    const ages = stale.map((r) => r.age_days).filter((a) => a != null);
+    const oldest = ages.length ? ` (oldest ${Math.round(Math.max(...ages))} days)` : "";
+    el.innerHTML = `<strong>Stale prices:</strong> ${stale.map((r) => esc(r.provider)).join(", ")} ` +
+      `price data is older than ${esc(String(limitDays))} days${oldest}; costs and savings below are computed ` +
+      "from it. Refresh with <code>broker pricing refresh --provider all</code>.";
   }
 
   function latest(rows) {

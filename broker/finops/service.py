@@ -120,6 +120,7 @@ class FinOps:
                 _latest(d) for d in store.latest_documents(self.broker.sessions, [e.placement_id for e in newest])
             ],
             "prices": self._prices(hi),
+            "price_stale_after_days": self.broker.settings.price_stale_after_days,
             "forecast": self._forecast(tenant, lo, hi),
             "tenants": store.tenants(self.broker.sessions),
         }
