@@ -17,6 +17,7 @@ from anyio import to_thread
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.middleware_problems import replay_body, send_problem
@@ -76,8 +77,7 @@ class ServiceMiddleware:
                     )
         finally:
             elapsed = time.perf_counter() - started
-            route: Any = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = route_template(scope)
             REQUEST_SECONDS.labels(scope["method"], template, str(status["code"])).observe(elapsed)
             log.info(
                 "%s %s %s",
@@ -97,6 +97,41 @@ class ServiceMiddleware:
         await send_problem(
             send, scope, 413, "Request too large", f"the body exceeds {self.max_body} bytes", "request-too-large"
         )
+
+
+def route_template(scope: Scope) -> str:
+    """The path template of the route a request is (or would have been) served by, for metric
+    and log labels: FastAPI marks its own operations in the scope, but framework routes
+    (/metrics, /openapi.json, /docs) and answers given before routing (413, 504) are looked up
+    in the app's routes. "unmatched" only for paths no route serves, so labels stay bounded."""
+    route: Any = scope.get("route")
+    if getattr(route, "path", None):
+        return str(route.path)
+    app: Any = scope.get("app")
+    return _template(getattr(getattr(app, "router", None), "routes", ()), scope)[1] or "unmatched"
+
+
+def _template(routes: Any, scope: Scope) -> tuple[Match, str | None]:
+    """(FULL, template) of the route serving the request; else (PARTIAL, template) of one that
+    serves its path with another method (a 405); else (NONE, None)."""
+    best: tuple[Match, str | None] = (Match.NONE, None)
+    for r in routes:
+        try:
+            match, child = r.matches(scope)
+        except Exception:  # a path parameter a convertor refuses: that route does not serve it
+            continue
+        if match is Match.NONE:
+            continue
+        path = getattr(child.get("route"), "path", None) or getattr(r, "path", None)
+        if path is None:  # a router included in the app: its own routes name the template
+            _, path = _template(getattr(getattr(r, "original_router", None), "routes", ()), scope)
+        if path is None:
+            continue
+        if match is Match.FULL:
+            return match, str(path)
+        if best[1] is None:
+            best = (match, str(path))
+    return best
 
 
 def _incoming_id(scope: Scope) -> str | None:
