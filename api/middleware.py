@@ -21,6 +21,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.middleware_problems import replay_body, send_problem
+from api.request_encoding import BodyRefused, content_encoding, decoded_scope, read_decoded
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
 
@@ -55,7 +56,26 @@ class ServiceMiddleware:
             if length is not None and length > self.max_body:
                 await self._too_large(scope, send_wrapped)
                 return
-            if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            encoding = content_encoding(scope)
+            if encoding is not None and scope["method"] in ("POST", "PUT", "PATCH"):
+                # gzip: decompressed here, under the same limit, so every layer below reads JSON
+                try:
+                    decoded = await read_decoded(receive, encoding, self.max_body)
+                except BodyRefused as refused:
+                    extra = dict(refused.extra)
+                    await send_problem(
+                        send_wrapped,
+                        scope,
+                        refused.status,
+                        refused.title,
+                        refused.detail,
+                        refused.type_,
+                        headers=extra.pop("headers", None),
+                        **extra,
+                    )
+                    return
+                scope, receive = decoded_scope(scope, decoded), replay_body(decoded)
+            elif length is None and scope["method"] in ("POST", "PUT", "PATCH"):
                 # no Content-Length (chunked): read it here, so the limit holds before any parsing
                 body = await _read_limited(receive, self.max_body)
                 if body is None:
@@ -231,7 +251,8 @@ _GAUGE: Any = None
 _SERVICE_RESPONSES = {
     "401": "no, an unknown or a revoked API key",
     "403": "the API key's role may not do this",
-    "413": "the request body is larger than BROKER_MAX_BODY_BYTES",
+    "413": "the request body (compressed or, with Content-Encoding: gzip, decompressed) is larger than "
+    "BROKER_MAX_BODY_BYTES",
     "429": "the API key's rate limit is exhausted (Retry-After says when to retry)",
     "504": "the request took longer than BROKER_REQUEST_TIMEOUT_S",
 }
@@ -264,6 +285,8 @@ def _document_service_responses(app: FastAPI) -> None:
                 codes = dict(_SERVICE_RESPONSES)
                 if method == "post":
                     codes["409"] = "Idempotency-Key reused with another body, or its first request still runs"
+                if method in ("post", "put", "patch"):
+                    codes["415"] = "a Content-Encoding other than gzip"
                 for code, why in codes.items():
                     responses.setdefault(code, {"description": why, "content": problem})
                 # every other error is a problem document too (placement-api.md, Errors)
