@@ -245,6 +245,7 @@
           .map((a) => `<li><b>${esc(a.workload)}</b> × ${a.replicas} on <code>${esc(a.pool)}</code>` +
             (a.binding.length ? ` — bound by ${a.binding.map(esc).join(", ")}` : " — cheapest allowed") +
             (a.next_best ? `; next best <code>${esc(a.next_best)}</code>${a.next_best_extra_per_hour != null ? " (" + signed(a.next_best_extra_per_hour) + "/h)" : ""}` : "") +
+            (a.preferred_over ? `; preferred over <code>${esc(a.preferred_over.pool)}</code> (${usd(a.preferred_over.saving_per_hour, 4)}/h less alone) for the plan: ${a.preferred_over.because.map(esc).join(", ")}` : "") +
             `</li>`)
           .join("");
         const pct = r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%";

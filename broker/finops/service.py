@@ -192,6 +192,7 @@ def _latest(doc: dict[str, Any]) -> dict[str, Any]:
                 "binding": list((a.get("explanation") or {}).get("binding", [])),
                 "next_best": (a.get("explanation") or {}).get("next_best"),
                 "next_best_extra_per_hour": (a.get("explanation") or {}).get("next_best_extra_per_hour"),
+                "preferred_over": (a.get("explanation") or {}).get("preferred_over"),
             }
             for a in doc.get("assignments", [])
         ],

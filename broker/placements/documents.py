@@ -197,12 +197,25 @@ class PlacementRequestIn(Strict):
 # ---- response ---------------------------------------------------------------------
 
 
+class PreferredOverOut(BaseModel):
+    """A home the constraints allow that costs less alone, passed over for the whole plan."""
+
+    pool: str
+    saving_per_hour: float = Field(description="what these replicas would cost less there, alone (USD/h, > 0)")
+    because: list[str] = Field(description="what couples this choice to the rest of the plan")
+
+
 class ExplanationOut(BaseModel):
     cost_per_hour: float
     binding: list[str]
-    next_best: str | None
-    next_best_extra_per_hour: float | None = None
+    next_best: str | None = Field(
+        description="the cheapest pool at another site the constraints allow that costs alone at least what "
+        "this pool does (the runner-up)"
+    )
+    # no `ge=0` here: placements stored before this definition carry negative values and are still served
+    next_best_extra_per_hour: float | None = Field(None, description="what next_best would cost more (>= 0)")
     cost_breakdown: dict[str, float] = Field(default_factory=dict)
+    preferred_over: PreferredOverOut | None = None
 
 
 class AssignmentOut(BaseModel):
@@ -284,6 +297,11 @@ def result_to_document(
                     next_best=a.explanation.next_best,
                     next_best_extra_per_hour=a.explanation.next_best_extra_per_hour,
                     cost_breakdown=dict(a.explanation.cost_breakdown),
+                    preferred_over=(
+                        None
+                        if a.explanation.preferred_over is None
+                        else PreferredOverOut(**dict(a.explanation.preferred_over))
+                    ),
                 ),
             )
             for a in result.assignments
