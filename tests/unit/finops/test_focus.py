@@ -161,3 +161,40 @@ def test_no_rows_for_an_empty_window() -> None:
     e = entry_from_placement(placement_id="p", tenant="t", name="n", created_at=T0, result=RESULT)
     assert focus_rows([e], [], start=T0, end=T0 + timedelta(days=1)) == []
     assert to_csv([]).decode().strip().split(",")[0] == '"AvailabilityZone"'
+
+
+def test_contracted_prices_exclude_the_commitment_discount() -> None:
+    """FOCUS 1.2: ContractedUnitPrice includes negotiated discounts but not commitment discounts,
+    and ContractedCost = ContractedUnitPrice x PricingQuantity; EffectiveCost keeps the discount."""
+    result = {
+        **RESULT,
+        "nodes": [
+            *RESULT["nodes"],
+            {"pool": "aws:eu-central-1/m6i.xlarge/reserved", "count": 1, "cost_per_hour": 0.12},
+        ],
+    }  # type: ignore[list-item]
+    result["assignments"] = [
+        *RESULT["assignments"],
+        {
+            "workload": "a",
+            "pool": "aws:eu-central-1/m6i.xlarge/reserved",
+            "site": "aws:eu-central-1",
+            "replicas": 1,
+            "explanation": {"cost_per_hour": 0.12, "cost_breakdown": {"compute": 0.12, "storage": 0.0}},
+        },
+    ]  # type: ignore[list-item]
+    e = entry_from_placement(placement_id="pl_1", tenant="acme", name="svc", created_at=T0, result=result)
+    items = items_from_placement(e, result, REQUEST, lambda p: 0.2 if "m6i" in p else None)  # on demand: 0.2
+    rows = focus_rows([e], items, start=T0 - timedelta(days=1), end=T0 + timedelta(hours=30))
+    ri = [r for r in rows if r["SkuPriceId"] == "aws:eu-central-1/m6i.xlarge/reserved"]
+    assert ri
+    for r in ri:
+        assert r["PricingCategory"] == "Committed"
+        assert float(r["ContractedUnitPrice"]) == pytest.approx(0.2)  # type: ignore[arg-type]
+        assert float(r["ListUnitPrice"]) == pytest.approx(0.2)  # type: ignore[arg-type]
+        assert float(r["EffectiveCost"]) == pytest.approx(0.12 * float(r["PricingQuantity"]))  # type: ignore[arg-type]
+        assert float(r["ContractedCost"]) > float(r["EffectiveCost"])  # type: ignore[arg-type]
+    for r in rows:  # everywhere: the contracted cost is the contracted price times the quantity
+        if r["ContractedUnitPrice"] is not None and r["PricingQuantity"] is not None:
+            expected = float(r["ContractedUnitPrice"]) * float(r["PricingQuantity"])  # type: ignore[arg-type]
+            assert float(r["ContractedCost"]) == pytest.approx(expected, rel=1e-6), r["SkuPriceId"]  # type: ignore[arg-type]
