@@ -8,6 +8,7 @@ transaction that also records the new prices in the history and bumps the catalo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.catalog.refresh import PROVIDERS, discount_rules
 from broker.catalog.store import bump_version
+from broker.core.domain import CapacityType
+from broker.core.placement import PoolPrice, PriceSnapshot
 from broker.db.models import PoolRow, SiteRow
 from broker.db.price_models import DiscountRuleRow, ListPriceRow, PriceHistoryRow
 from broker.db.session import transaction
@@ -219,19 +222,9 @@ def commit_capacity(
             )
         pool = s.get(PoolRow, pool_id)
         if pool is None:
-            pool = PoolRow(
-                id=pool_id,
-                site=site,
-                instance_type=instance_type,
-                capacity_type="reserved",
-                arch=like.arch,
-                vcpus=like.vcpus,
-                memory_gib=like.memory_gib,
-                gpus=like.gpus,
-                gpu_model=like.gpu_model,
-                price_per_hour=like.price_per_hour,
-                price_source=like.price_source,
-                price_as_of=like.price_as_of,
+            # the reserved pool of a type sold here: the same node, bought capacity
+            pool = PoolRow.from_domain(
+                replace(like.to_domain(), id=pool_id, capacity_type=CapacityType.RESERVED, max_nodes=None)
             )
             s.add(pool)
         if pool.price_source != COMMITTED:
@@ -263,16 +256,15 @@ def commit_capacity(
 
 def price_snapshot(
     catalog_version: str, pools: Mapping[str, tuple[float, str, str]], *, stale_after_days: float
-) -> dict[str, Any]:
+) -> PriceSnapshot:
     """What a placement records about the prices it used: the catalog version, each used pool's
     price, source and date, and which of those are older than `stale_after_days`."""
-    as_of = {pid: d for pid, (_p, _s, d) in pools.items()}
-    return {
-        "catalog_version": catalog_version,
-        "pools": {pid: {"price_per_hour": p, "price_source": s, "price_as_of": d} for pid, (p, s, d) in pools.items()},
-        "stale_after_days": stale_after_days,
-        "stale_pools": sorted(stale_sources(as_of, max_age_days=stale_after_days)),
-    }
+    stale = stale_sources({pid: d for pid, (_p, _s, d) in pools.items()}, max_age_days=stale_after_days)
+    return PriceSnapshot(
+        catalog_version=catalog_version,
+        stale_after_days=stale_after_days,
+        pools={pid: PoolPrice(p, s, d, pid in stale) for pid, (p, s, d) in pools.items()},
+    )
 
 
 __all__ = [

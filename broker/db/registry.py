@@ -8,6 +8,7 @@ from broker.db import (
     finops_models,  # noqa: F401
     forecast_models,  # noqa: F401
     models,  # noqa: F401
+    placement_models,  # noqa: F401
     price_models,  # noqa: F401
     service_models,  # noqa: F401
 )

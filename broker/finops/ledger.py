@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from broker.core.domain import HOURS_PER_MONTH
+from broker.core.domain import HOURS_PER_MONTH, Assignment
+from broker.core.placement import Placement
 
 GroupBy = Literal["provider", "site", "tenant", "team", "pool", "name", "workload", "capacity_type"]
 GROUP_BYS: tuple[str, ...] = (
@@ -93,19 +94,19 @@ def ondemand_counterpart(pool: str) -> str:
     return f"{base}/ondemand"
 
 
-def entry_from_placement(
-    *, placement_id: str, tenant: str, name: str, created_at: datetime, result: Mapping[str, Any]
-) -> LedgerEntry:
-    cost = float(result["cost_per_hour"])
-    base = (result.get("baseline") or {}).get("cost_per_hour")
+def entry_from_placement(p: Placement) -> LedgerEntry:
+    if p.id is None or p.created_at is None:
+        raise ValueError("only a stored placement has a ledger entry")
+    cost = p.result.cost_per_hour
+    base = p.result.baseline.cost_per_hour
     return LedgerEntry(
-        placement_id=placement_id,
-        tenant=tenant,
-        name=name,
-        created_at=created_at,
+        placement_id=p.id,
+        tenant=p.tenant,
+        name=p.name,
+        created_at=p.created_at,
         superseded_at=None,
         cost_per_hour=cost,
-        baseline_cost_per_hour=float(base) if base is not None else cost,
+        baseline_cost_per_hour=base if base is not None else cost,
         has_baseline=base is not None,
     )
 
@@ -116,64 +117,62 @@ def _teams(request: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def _compute_share(a: Assignment) -> float:
+    br = a.explanation.cost_breakdown
+    return float(br.get("compute", a.explanation.cost_per_hour - br.get("storage", 0.0)))
+
+
 def items_from_placement(
     entry: LedgerEntry,
-    result: Mapping[str, Any],
-    request: Mapping[str, Any],
+    placement: Placement,
     list_price: Callable[[str], float | None] = lambda _pool: None,
 ) -> list[LedgerItem]:
-    """Split a placement document into items whose costs add up to its cost_per_hour."""
-    teams = _teams(request)
-    gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in request.get("workloads", [])}
-    nodes = {str(n["pool"]): (int(n["count"]), float(n["cost_per_hour"])) for n in result.get("nodes", [])}
-    assignments = list(result.get("assignments", []))
-
-    def compute_share(a: Mapping[str, Any]) -> float:
-        ex = a.get("explanation") or {}
-        br = ex.get("cost_breakdown") or {}
-        return float(br.get("compute", float(ex.get("cost_per_hour", 0.0)) - float(br.get("storage", 0.0))))
+    """Split a placement into items whose costs add up to its cost_per_hour."""
+    teams = _teams(placement.request)
+    gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in placement.request.get("workloads", [])}
+    nodes = {n.pool: (n.count, n.cost_per_hour) for n in placement.result.nodes}
+    assignments = placement.result.assignments
 
     # the node cost of a pool, split by each workload's share as the explanation computed it
     share_sum: dict[str, float] = defaultdict(float)
     users: dict[str, int] = defaultdict(int)
     for a in assignments:
-        share_sum[a["pool"]] += compute_share(a)
-        users[a["pool"]] += 1
+        share_sum[a.pool] += _compute_share(a)
+        users[a.pool] += 1
     raw: list[dict[str, Any]] = []
     for a in assignments:
-        pool = str(a["pool"])
-        count, pool_cost = nodes.get(pool, (0, 0.0))
-        total = share_sum[pool]
-        portion = compute_share(a) / total if total > 0 else 1.0 / users[pool]
+        count, pool_cost = nodes.get(a.pool, (0, 0.0))
+        total = share_sum[a.pool]
+        portion = _compute_share(a) / total if total > 0 else 1.0 / users[a.pool]
         unit = pool_cost / count if count else 0.0
-        listed = list_price(pool)
+        listed = list_price(a.pool)
         raw.append(
             dict(
                 kind="compute",
-                workload=a["workload"],
-                site=a["site"],
-                pool=pool,
+                workload=a.workload,
+                site=a.site,
+                pool=a.pool,
                 qty=count,
                 unit=unit,
                 list_unit=listed if listed is not None else unit,
                 cost=pool_cost * portion,
             )
         )
-        storage = float(((a.get("explanation") or {}).get("cost_breakdown") or {}).get("storage", 0.0))
+        storage = float(a.explanation.cost_breakdown.get("storage", 0.0))
         if storage > 0:
             raw.append(
                 dict(
                     kind="storage",
-                    workload=a["workload"],
-                    site=a["site"],
+                    workload=a.workload,
+                    site=a.site,
                     pool=None,
-                    qty=gib.get(a["workload"], 0.0) * int(a["replicas"]),
+                    qty=gib.get(a.workload, 0.0) * a.replicas,
                     unit=0.0,
                     list_unit=0.0,
                     cost=storage,
                 )
             )
-    egress = float(result.get("egress_cost_per_hour", 0.0) or 0.0)
+    egress = placement.result.egress_cost_per_hour
     if egress > 0:
         per_w: dict[str, float] = defaultdict(float)
         for r in raw:

@@ -12,11 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from broker.app import Broker
+from broker.core.placement import Placement
 from broker.errors import InvalidRequest
 from broker.finops import store
 from broker.finops.demand import actual_demand
 from broker.finops.focus import focus_rows
 from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize, summarize_by
+from broker.placements.store import PlacementStore
 
 DEFAULT_WINDOW = timedelta(days=30)
 MAX_FOCUS_WINDOW = timedelta(days=366)
@@ -116,7 +118,7 @@ class FinOps:
             },
             "by": by,
             "latest": [
-                _latest(d) for d in store.latest_documents(self.broker.sessions, [e.placement_id for e in newest])
+                _latest(p) for p in PlacementStore(self.broker.sessions).by_ids([e.placement_id for e in newest])
             ],
             "prices": self._prices(hi),
             "forecast": self._forecast(tenant, lo, hi),
@@ -165,25 +167,25 @@ class FinOps:
         return {"available": True, "reason": "", "series": series_}
 
 
-def _latest(doc: dict[str, Any]) -> dict[str, Any]:
+def _latest(p: Placement) -> dict[str, Any]:
     return {
-        "id": doc["id"],
-        "name": doc.get("name", ""),
-        "tenant": doc.get("tenant", ""),
-        "created_at": doc.get("created_at"),
-        "status": doc.get("status"),
-        "cost_per_hour": doc.get("cost_per_hour"),
-        "baseline_cost_per_hour": (doc.get("baseline") or {}).get("cost_per_hour"),
-        "savings_pct": doc.get("savings_pct"),
+        "id": p.id,
+        "name": p.name,
+        "tenant": p.tenant,
+        "created_at": p.created_at.isoformat() if p.created_at else None,
+        "status": p.result.status,
+        "cost_per_hour": p.result.cost_per_hour,
+        "baseline_cost_per_hour": p.result.baseline.cost_per_hour,
+        "savings_pct": p.result.savings_pct,
         "assignments": [
             {
-                "workload": a["workload"],
-                "pool": a["pool"],
-                "replicas": a["replicas"],
-                "binding": list((a.get("explanation") or {}).get("binding", [])),
-                "next_best": (a.get("explanation") or {}).get("next_best"),
-                "next_best_extra_per_hour": (a.get("explanation") or {}).get("next_best_extra_per_hour"),
+                "workload": a.workload,
+                "pool": a.pool,
+                "replicas": a.replicas,
+                "binding": list(a.explanation.binding),
+                "next_best": a.explanation.next_best,
+                "next_best_extra_per_hour": a.explanation.next_best_extra_per_hour,
             }
-            for a in doc.get("assignments", [])
+            for a in p.result.assignments
         ],
     }

@@ -20,6 +20,7 @@ from broker.db.service_models import JobRow
 from broker.db.session import transaction
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 from broker.observability import JOBS, tenant_var
+from broker.placements.documents import placement_document
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -132,7 +133,7 @@ def run_job(broker: Broker, job_id: str) -> str:
         return "skipped"
     token = tenant_var.set(row.tenant)
     try:
-        doc, _stored = broker.place(row.request, tenant=row.tenant)
+        placement, _stored = broker.place(row.request, tenant=row.tenant)
     except BrokerError as exc:
         store.finish(job_id, result=None, error=_problem(exc))
         return "failed"
@@ -142,7 +143,7 @@ def run_job(broker: Broker, job_id: str) -> str:
         return "failed"
     finally:
         tenant_var.reset(token)
-    store.finish(job_id, result=doc, error=None)
+    store.finish(job_id, result=placement_document(placement), error=None)
     return "succeeded"
 
 
