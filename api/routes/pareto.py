@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker
 from broker.app import Broker
 from broker.core.placement import TradeOff
 from broker.placements.documents import PlacementOut, PlacementRequestIn
@@ -43,13 +43,9 @@ class ParetoOut(BaseModel):
     response_model=ParetoOut,
     responses={422: {"description": "invalid or infeasible request", "content": {"application/problem+json": {}}}},
 )
-def pareto(
-    body: PlacementRequestIn,
-    broker: Annotated[Broker, Depends(get_broker)],
-    tenant: Annotated[str, Depends(get_tenant)],
-) -> ParetoOut:
+def pareto(body: PlacementRequestIn, broker: Annotated[Broker, Depends(get_broker)]) -> ParetoOut:
     """Each front lists non-dominated placements, cheapest first; nothing is stored."""
-    fronts = broker.pareto(body, tenant=tenant)
+    fronts = broker.pareto(body)
     return ParetoOut(
         cost_latency=[ParetoPointOut.from_domain(t) for t in fronts["cost_latency"]],
         cost_carbon=[ParetoPointOut.from_domain(t) for t in fronts["cost_carbon"]],

@@ -40,7 +40,6 @@ from broker.core.placement import (
 from broker.db.models import Base, utcnow
 
 
-
 def _parent() -> ForeignKey:
     return ForeignKey("placements.id", ondelete="CASCADE")
 

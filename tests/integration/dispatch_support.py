@@ -12,17 +12,23 @@ import yaml
 from broker.app import Broker
 from broker.dispatch.clusters import add_cluster
 from broker.dispatch.documents import ClusterIn
+from broker.placements.documents import placement_document
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def store_checkout(broker: Broker) -> dict[str, Any]:
-    """The contract's example (GDPR API + database over two sites), stored."""
+    """The contract's example (GDPR API + database over two sites), stored; its response document."""
     doc = yaml.safe_load((EXAMPLES / "checkout.yaml").read_text())
     doc["dry_run"] = False
-    out, stored = broker.place(doc)
+    placement, stored = broker.place(doc)
     assert stored
-    return out
+    return placement_document(placement)
+
+
+def stored_document(broker: Broker, placement_id: str) -> dict[str, Any]:
+    """GET /v1/placements/{id}'s document of a stored placement."""
+    return placement_document(broker.get_placement(placement_id))
 
 
 def git(repo: Path, *args: str) -> str:

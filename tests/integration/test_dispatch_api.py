@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 
 from broker.app import Broker
 from broker.cli.main import app as cli
-from tests.integration.dispatch_support import committed_docs, new_repo, replicas_by_workload, store_checkout
+from tests.integration.dispatch_support import (
+    committed_docs,
+    new_repo,
+    replicas_by_workload,
+    store_checkout,
+    stored_document,
+)
 from tests.integration.kube_fake import write_kubeconfig
 
 PROBLEM = "application/problem+json"
@@ -139,7 +145,7 @@ def test_replan_and_alerts_over_rest(client: TestClient, broker: Broker) -> None
     assert [i["alertname"] for i in out["ignored"]] == ["Watchdog"]
     (rp,) = out["replans"]
     assert rp["placement_id"] == pid and rp["decision"] == "migrate" and rp["reason"] == "site_failure"
-    moved = broker.get_placement(rp["new_placement_id"])
+    moved = stored_document(broker, rp["new_placement_id"])
     assert site not in {a["site"] for a in moved["assignments"]}
     stored = client.get(f"/v1/replans/{rp['id']}").json()
     assert stored["migration"]["moved_replicas"] == rp["migration"]["moved_replicas"] > 0

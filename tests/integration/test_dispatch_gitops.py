@@ -25,7 +25,9 @@ from tests.integration.dispatch_support import (
     new_repo,
     replicas_by_workload,
     store_checkout,
+    stored_document,
 )
+from tests.placements import assignment, placement
 
 
 def _rows(broker: Broker) -> tuple[int, int]:
@@ -90,7 +92,7 @@ def test_replan_after_site_failure_moves_and_prunes_in_git(broker: Broker, tmp_p
 
     replan = ReplanService(broker).replan(placement["id"], ReplanIn(reason="site_failure", exclude_sites=[failed]))
     assert replan["decision"] == "migrate" and replan["forced_by"]
-    new = broker.get_placement(replan["new_placement_id"])
+    new = stored_document(broker, replan["new_placement_id"])
     assert failed not in {a["site"] for a in new["assignments"]}
     assert replicas_by_workload(new["assignments"]) == replicas_by_workload(placement["assignments"])
     gitops_clusters(broker, repo, {a["site"] for a in new["assignments"]} - sites)
@@ -129,24 +131,17 @@ def test_bad_input_leaves_no_records_and_no_commit(broker: Broker, tmp_path: Pat
         svc.dispatch("pl_missing", DispatchIn())
     assert _rows(broker) == (0, 0)
     assert git(repo, "rev-list", "--all") == ""
-    assert broker.get_placement(placement["id"]) == placement | {"id": placement["id"]}
+    assert stored_document(broker, placement["id"]) == placement
 
 
 def _bundle(replicas: int) -> ClusterBundle:
-    placement = {
-        "id": "pl_PUSH",
-        "name": "push test",
-        "assignments": [
-            {
-                "workload": "api",
-                "pool": "aws:eu-central-1/m6i.large/ondemand",
-                "site": "aws:eu-central-1",
-                "replicas": replicas,
-            }
-        ],
-    }
-    request = {"workloads": [{"name": "api", "cpu": 1, "memory_gib": 2}]}
-    (b,) = build_bundles(placement, request, {"aws:eu-central-1": [Target("fra", "aws:eu-central-1", "shop")]})
+    pushed = placement(
+        [assignment("api", "aws:eu-central-1/m6i.large/ondemand", replicas, 0.0)],
+        request={"workloads": [{"name": "api", "cpu": 1, "memory_gib": 2}]},
+        id="pl_PUSH",
+        name="push test",
+    )
+    (b,) = build_bundles(pushed, {"aws:eu-central-1": [Target("fra", "aws:eu-central-1", "shop")]})
     return b
 
 

@@ -24,7 +24,7 @@ from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
-from tests.integration.dispatch_support import replicas_by_workload, store_checkout
+from tests.integration.dispatch_support import replicas_by_workload, store_checkout, stored_document
 from tests.integration.kube_fake import FakeKube, serve_fake_kube, write_kubeconfig
 
 
@@ -149,7 +149,7 @@ def test_unreachable_cluster_fails_clearly_and_resumes_once_reachable(broker: Br
     doc = svc.dispatch(placement["id"], DispatchIn())
     assert doc["state"] == "failed" and "unreachable" in doc["error"]
     assert doc["clusters"][0]["state"] == "failed" and doc["clusters"][0]["attempts"] == 1
-    assert broker.get_placement(placement["id"])["assignments"] == placement["assignments"]
+    assert stored_document(broker, placement["id"])["assignments"] == placement["assignments"]
 
     with serve_fake_kube() as (kube, url):
         write_kubeconfig(cfg, url, context="dead")  # the operator fixes the cluster
@@ -164,7 +164,7 @@ def test_replicas_leaving_a_cluster_are_scaled_down(broker: Broker, fleet: Any, 
     svc.dispatch(placement["id"], DispatchIn())
     failed = sorted(servers)[0]
     replan = ReplanService(broker).replan(placement["id"], ReplanIn(reason="site_failure", exclude_sites=[failed]))
-    new = broker.get_placement(replan["new_placement_id"])
+    new = stored_document(broker, replan["new_placement_id"])
     with ExitStack() as stack:
         for j, site in enumerate(sorted({a["site"] for a in new["assignments"]} - set(servers))):
             kube, url = stack.enter_context(serve_fake_kube())

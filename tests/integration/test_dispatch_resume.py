@@ -17,6 +17,7 @@ from broker.dispatch.gitops import GitOpsDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.jobs import worker
+from broker.placements.documents import placement_document
 from tests.integration.dispatch_support import committed_docs, gitops_clusters, new_repo, replicas_by_workload
 from tests.integration.service_support import open_broker, service_client, small_request
 
@@ -43,8 +44,9 @@ def _interrupted(broker: Broker, repo: Path) -> tuple[str, dict[str, Any]]:
     """A stored placement over two sites whose dispatch crashed after the first cluster."""
     body = small_request("resume", replicas=4)
     body["workloads"][0]["spread"] = {"min_sites": 2}
-    placement, stored = broker.place({**body, "dry_run": False})
+    stored_placement, stored = broker.place({**body, "dry_run": False})
     assert stored
+    placement = placement_document(stored_placement)
     gitops_clusters(broker, repo, {a["site"] for a in placement["assignments"]})
     with pytest.raises(Crash):
         DispatchService(broker, dispatchers={"gitops": CrashAfterFirstApply()}).dispatch(placement["id"], DispatchIn())

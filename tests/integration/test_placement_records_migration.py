@@ -129,7 +129,8 @@ def test_placements_of_the_previous_release_read_back_unchanged(db_url: str) -> 
 
     engine = sa.create_engine(db_url)
     with engine.connect() as c:  # the replan written before the upgrade is still there
-        assert c.scalar(sa.select(REPLANS.c.from_placement).where(REPLANS.c.id == "rp_BEFORE_UPGRADE")) == checkout["id"]
+        kept = c.scalar(sa.select(REPLANS.c.from_placement).where(REPLANS.c.id == "rp_BEFORE_UPGRADE"))
+    assert kept == checkout["id"]
     engine.dispose()
 
 
