@@ -24,9 +24,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Savings against the baseline over the last 30 days, grouped."""
         from broker.app import Broker
+        from broker.finops.documents import SavingsOut
         from broker.finops.service import FinOps
 
-        doc = FinOps(Broker.open(Settings())).savings(tenant=tenant, group_by=group_by)
+        report = FinOps(Broker.open(Settings())).savings(tenant=tenant, group_by=group_by)
+        doc = SavingsOut.from_domain(report).model_dump(mode="json", by_alias=True)
         if as_json:
             print(json.dumps(doc, indent=2))
             return

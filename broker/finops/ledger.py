@@ -217,30 +217,51 @@ def items_from_placement(
 # ---- aggregation ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """A group's (or the total's) run-rate at the window's end and its cost accrued over the window."""
+
+    placements: int
+    cost_per_hour: float
+    baseline_cost_per_hour: float
+    cost: float  # accrued over the window, USD
+    baseline_cost: float
+
+    @property
+    def savings_per_hour(self) -> float:
+        return self.baseline_cost_per_hour - self.cost_per_hour
+
+    @property
+    def savings(self) -> float:
+        return self.baseline_cost - self.cost
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFigures:
+    key: str
+    figures: Figures
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    start: datetime
+    cost: float
+    baseline_cost: float
+
+
 @dataclass
 class Totals:
+    """The accumulator behind Figures."""
+
     placements: set[str]
     cost_per_hour: float = 0.0
     baseline_cost_per_hour: float = 0.0
-    cost: float = 0.0  # accrued over the window, USD
+    cost: float = 0.0
     baseline_cost: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        savings_h = self.baseline_cost_per_hour - self.cost_per_hour
-        savings = self.baseline_cost - self.cost
-        return {
-            "placements": len(self.placements),
-            "cost_per_hour": round(self.cost_per_hour, 6),
-            "baseline_cost_per_hour": round(self.baseline_cost_per_hour, 6),
-            "savings_per_hour": round(savings_h, 6),
-            "savings_per_month": round(savings_h * HOURS_PER_MONTH, 2),
-            "savings_pct": round(savings_h / self.baseline_cost_per_hour * 100, 2)
-            if self.baseline_cost_per_hour > 0
-            else None,
-            "cost": round(self.cost, 4),
-            "baseline_cost": round(self.baseline_cost, 4),
-            "savings": round(savings, 4),
-        }
+    def figures(self) -> Figures:
+        n = len(self.placements)
+        return Figures(n, self.cost_per_hour, self.baseline_cost_per_hour, self.cost, self.baseline_cost)
 
 
 def group_key(item: LedgerItem, entry: LedgerEntry, group_by: str) -> str:
@@ -265,7 +286,7 @@ def summarize(
     group_by: str,
     start: datetime,
     end: datetime,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[Figures, list[GroupFigures]]:
     """(totals, groups): run-rate of the placements current at `end`, and cost accrued in [start, end)."""
     totals, groups = summarize_by(entries, items, group_bys=(group_by,), start=start, end=end)
     return totals, groups[group_by]
@@ -278,7 +299,7 @@ def summarize_by(
     group_bys: Sequence[str],
     start: datetime,
     end: datetime,
-) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+) -> tuple[Figures, dict[str, list[GroupFigures]]]:
     """Like summarize, for several groupings in one pass over the items (the dashboard's four)."""
     by_id = {e.placement_id: e for e in entries}
     hours = {e.placement_id: e.active_hours(start, end) for e in entries}
@@ -302,15 +323,16 @@ def summarize_by(
             if now:
                 t.cost_per_hour += it.cost_per_hour
                 t.baseline_cost_per_hour += it.baseline_cost_per_hour
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[GroupFigures]] = {}
     for g, by_key in groups.items():
-        rows = [{"key": k, **v.as_dict()} for k, v in by_key.items()]
-        rows.sort(key=lambda r: (-r["cost"], -r["cost_per_hour"], r["key"]))
+        rows = [GroupFigures(k, v.figures()) for k, v in by_key.items()]
+        # by the figures as reported (cents of a cent): groups that read the same sort by name
+        rows.sort(key=lambda r: (-round(r.figures.cost, 4), -round(r.figures.cost_per_hour, 6), r.key))
         out[g] = rows
-    return total.as_dict(), out
+    return total.figures(), out
 
 
-def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, step: timedelta) -> list[dict[str, Any]]:
+def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, step: timedelta) -> list[SeriesPoint]:
     """Accrued cost and baseline per time bucket of [start, end).
 
     Each placement visits only the buckets it overlaps, so the cost is
@@ -333,12 +355,4 @@ def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, st
             cost[b] += e.cost_per_hour * h
             base[b] += e.baseline_cost_per_hour * h
             b += 1
-    return [
-        {
-            "start": (start + b * step).isoformat(),
-            "cost": round(cost[b], 4),
-            "baseline_cost": round(base[b], 4),
-            "savings": round(base[b] - cost[b], 4),
-        }
-        for b in range(n)
-    ]
+    return [SeriesPoint(start + b * step, cost[b], base[b]) for b in range(n)]

@@ -7,17 +7,28 @@ kilobytes however many placements are stored.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from broker.app import Broker
+from broker.core.domain import Site
 from broker.core.placement import Placement
 from broker.errors import InvalidRequest
 from broker.finops import store
 from broker.finops.demand import actual_demand
 from broker.finops.focus import focus_rows
-from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize, summarize_by
+from broker.finops.ledger import (
+    GROUP_BYS,
+    Figures,
+    GroupFigures,
+    LedgerEntry,
+    SeriesPoint,
+    series,
+    summarize,
+    summarize_by,
+)
 from broker.placements.store import PlacementStore
 
 DEFAULT_WINDOW = timedelta(days=30)
@@ -46,6 +57,42 @@ def window(start: datetime | None, end: datetime | None, *, now: datetime | None
     return start, end
 
 
+@dataclass(frozen=True, slots=True)
+class SavingsReport:
+    start: datetime
+    end: datetime
+    tenant: str | None  # None: every tenant
+    group_by: str
+    totals: Figures
+    groups: list[GroupFigures]
+
+
+@dataclass(frozen=True, slots=True)
+class PriceAge:
+    provider: str
+    price_as_of: str
+    age_days: float | None  # None: the date does not parse
+    stale: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    """Everything the dashboard draws for a window, aggregated server-side."""
+
+    start: datetime
+    end: datetime
+    tenant: str | None
+    totals: Figures
+    step: timedelta
+    series: list[SeriesPoint]
+    by: dict[str, list[GroupFigures]]  # provider, site, tenant, team
+    sites: Mapping[str, Site]  # the catalog's sites, for the site groups' map
+    latest: list[Placement]  # the newest placements of the window
+    prices: list[PriceAge]
+    forecast: Mapping[str, Any]  # the forecasting area's comparison, as it reports it
+    tenants: list[str]
+
+
 @dataclass
 class FinOps:
     broker: Broker
@@ -56,7 +103,7 @@ class FinOps:
 
     def savings(
         self, *, tenant: str | None, group_by: str, start: datetime | None = None, end: datetime | None = None
-    ) -> dict[str, Any]:
+    ) -> SavingsReport:
         if group_by not in GROUP_BYS:
             raise InvalidRequest(
                 f"cannot group by {group_by!r}",
@@ -65,15 +112,7 @@ class FinOps:
         lo, hi = window(start, end)
         entries, items = self._load(tenant, lo, hi)
         totals, groups = summarize(entries, items, group_by=group_by, start=lo, end=hi)
-        return {
-            "from": lo.isoformat(),
-            "to": hi.isoformat(),
-            "tenant": tenant,
-            "group_by": group_by,
-            "currency": "USD",
-            "totals": totals,
-            "groups": groups,
-        }
+        return SavingsReport(lo, hi, tenant, group_by, totals, groups)
 
     def focus(
         self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
@@ -87,9 +126,7 @@ class FinOps:
         entries, items = self._load(tenant, lo, hi)
         return focus_rows(entries, items, start=lo, end=hi)
 
-    def dashboard(
-        self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
-    ) -> dict[str, Any]:
+    def dashboard(self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None) -> Dashboard:
         lo, hi = window(start, end)
         if hi - lo > MAX_DASHBOARD_WINDOW:
             raise InvalidRequest(
@@ -99,33 +136,23 @@ class FinOps:
         entries, items = self._load(tenant, lo, hi)
         step = timedelta(days=1) if hi - lo <= timedelta(days=120) else timedelta(days=7)
         totals, by = summarize_by(entries, items, group_bys=("provider", "site", "tenant", "team"), start=lo, end=hi)
-        cat = self.broker.catalog()
-        for row in by["site"]:
-            site = cat.sites.get(row["key"])
-            row["lat"] = site.lat if site else None
-            row["lon"] = site.lon if site else None
-            row["name"] = site.name if site else ""
         newest = sorted(entries, key=lambda e: (e.created_at, e.placement_id), reverse=True)[:LATEST]
-        return {
-            "from": lo.isoformat(),
-            "to": hi.isoformat(),
-            "tenant": tenant,
-            "currency": "USD",
-            "totals": totals,
-            "series": {
-                "step_hours": step / timedelta(hours=1),
-                "points": series(entries, start=lo, end=hi, step=step),
-            },
-            "by": by,
-            "latest": [
-                _latest(p) for p in PlacementStore(self.broker.sessions).by_ids([e.placement_id for e in newest])
-            ],
-            "prices": self._prices(hi),
-            "forecast": self._forecast(tenant, lo, hi),
-            "tenants": store.tenants(self.broker.sessions),
-        }
+        return Dashboard(
+            start=lo,
+            end=hi,
+            tenant=tenant,
+            totals=totals,
+            step=step,
+            series=series(entries, start=lo, end=hi, step=step),
+            by=by,
+            sites=self.broker.catalog().sites,
+            latest=PlacementStore(self.broker.sessions).by_ids([e.placement_id for e in newest]),
+            prices=self._prices(),
+            forecast=self._forecast(tenant, lo, hi),
+            tenants=store.tenants(self.broker.sessions),
+        )
 
-    def _prices(self, now: datetime) -> list[dict[str, Any]]:
+    def _prices(self) -> list[PriceAge]:
         cat = self.broker.catalog()
         limit = self.broker.settings.price_stale_after_days
         out = []
@@ -135,14 +162,7 @@ class FinOps:
                 age: float | None = round((datetime.now(UTC) - when) / timedelta(days=1), 1)
             except ValueError:
                 age = None
-            out.append(
-                {
-                    "provider": provider,
-                    "price_as_of": as_of,
-                    "age_days": age,
-                    "stale": age is None or age > limit,
-                }
-            )
+            out.append(PriceAge(provider, as_of, age, age is None or age > limit))
         return out
 
     def _forecast(self, tenant: str | None, start: datetime, end: datetime) -> dict[str, Any]:
@@ -165,27 +185,3 @@ class FinOps:
         if not series_:
             return {"available": False, "reason": "no usage history yet", "series": []}
         return {"available": True, "reason": "", "series": series_}
-
-
-def _latest(p: Placement) -> dict[str, Any]:
-    return {
-        "id": p.id,
-        "name": p.name,
-        "tenant": p.tenant,
-        "created_at": p.created_at.isoformat() if p.created_at else None,
-        "status": p.result.status,
-        "cost_per_hour": p.result.cost_per_hour,
-        "baseline_cost_per_hour": p.result.baseline.cost_per_hour,
-        "savings_pct": p.result.savings_pct,
-        "assignments": [
-            {
-                "workload": a.workload,
-                "pool": a.pool,
-                "replicas": a.replicas,
-                "binding": list(a.explanation.binding),
-                "next_best": a.explanation.next_best,
-                "next_best_extra_per_hour": a.explanation.next_best_extra_per_hour,
-            }
-            for a in p.result.assignments
-        ],
-    }

@@ -124,11 +124,13 @@ def test_summarize_accrues_over_the_window_and_reports_the_current_run_rate() ->
     # old: 12 h in window; new: 24 h
     old_items = sum(i.cost_per_hour for i in items if i.placement_id == "old")
     new_items = sum(i.cost_per_hour for i in items if i.placement_id == "new")
-    assert totals["cost"] == pytest.approx(old_items * 12 + new_items * 24, abs=1e-3)
-    assert totals["cost_per_hour"] == pytest.approx(new_items, abs=1e-6)  # only "new" is current at the end
-    assert totals["placements"] == 2
-    assert sum(g["cost"] for g in groups) == pytest.approx(totals["cost"], abs=1e-3)
-    assert {g["key"] for g in groups} == {"aws", "gcp"}
+    assert totals.cost == pytest.approx(old_items * 12 + new_items * 24, abs=1e-9)
+    assert totals.cost_per_hour == pytest.approx(new_items, abs=1e-9)  # only "new" is current at the end
+    assert totals.placements == 2
+    assert sum(g.figures.cost for g in groups) == pytest.approx(totals.cost, abs=1e-9)
+    costs = [g.figures.cost for g in groups]
+    assert costs == sorted(costs, reverse=True)  # dearest first
+    assert {g.key for g in groups} == {"aws", "gcp"}
 
 
 def test_series_buckets_add_up_to_the_accrued_total() -> None:
@@ -137,6 +139,6 @@ def test_series_buckets_add_up_to_the_accrued_total() -> None:
     pts = series(entries, start=start, end=end, step=timedelta(days=1))
     assert len(pts) == 3
     expected = sum(e.cost_per_hour * e.active_hours(start, end) for e in entries)
-    assert sum(p["cost"] for p in pts) == pytest.approx(expected, abs=1e-3)
-    assert pts[0]["cost"] == pytest.approx(2.0)  # only "a", for its first 2 hours
-    assert all(p["savings"] == pytest.approx(p["baseline_cost"] - p["cost"], abs=1e-3) for p in pts)
+    assert sum(p.cost for p in pts) == pytest.approx(expected, abs=1e-9)
+    assert pts[0].cost == pytest.approx(2.0)  # only "a", for its first 2 hours
+    assert [p.start for p in pts] == [start + timedelta(days=d) for d in range(3)]
