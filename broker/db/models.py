@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -113,7 +114,7 @@ class PoolRow(Base):
         )
 
     @staticmethod
-    def domain_from_tuple(t: tuple[Any, ...]) -> Pool:
+    def domain_from_tuple(t: Sequence[Any]) -> Pool:
         """A Pool from the values of domain_columns()."""
         pid, site, it, ct, arch, v, m, g, gm, price, mx, src, asof = t
         return Pool(pid, site, it, _CAPACITY[ct], _ARCH[arch], v, m, g or 0.0, gm, price, mx, src, asof)
