@@ -111,10 +111,6 @@ class Placement:
                 raise ValueError(f"price snapshot of pools the placement does not provision: {extra}")
 
     @property
-    def cost_per_hour(self) -> float:
-        return self.result.cost_per_hour
-
-    @property
     def cost_per_month(self) -> float:
         return round(self.result.cost_per_hour * HOURS_PER_MONTH, 2)
 
