@@ -8,12 +8,15 @@ cost breakdown; the header's warnings and rejection counts) are JSON columns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
+    ColumnElement,
     DateTime,
     Float,
     ForeignKey,
@@ -22,9 +25,9 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    select,
 )
-from sqlalchemy.orm import Mapped, mapped_column, relationship, selectinload
-from sqlalchemy.orm.interfaces import ORMOption
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from broker.core.domain import Assignment, Baseline, Explanation, NodeAllocation, PlacementResult
 from broker.core.placement import (
@@ -42,6 +45,9 @@ from broker.db.models import Base, utcnow
 
 def _parent() -> ForeignKey:
     return ForeignKey("placements.id", ondelete="CASCADE")
+
+
+_CHUNK = 500
 
 
 def as_utc(dt: datetime) -> datetime:
@@ -77,17 +83,19 @@ class PlacementPoolRow(Base):
             price_stale=price.stale if price else None,
         )
 
-    def to_domain(self) -> NodeAllocation:
-        return NodeAllocation(pool=self.pool, count=self.count, cost_per_hour=self.cost_per_hour)
+    @staticmethod
+    def to_domain(r: Any) -> NodeAllocation:
+        return NodeAllocation(pool=r.pool, count=r.count, cost_per_hour=r.cost_per_hour)
 
-    def price(self) -> PoolPrice | None:
-        if self.price_per_hour is None:
+    @staticmethod
+    def price(r: Any) -> PoolPrice | None:
+        if r.price_per_hour is None:
             return None
         return PoolPrice(
-            price_per_hour=self.price_per_hour,
-            source=str(self.price_source),
-            as_of=str(self.price_as_of),
-            stale=bool(self.price_stale),
+            price_per_hour=r.price_per_hour,
+            source=str(r.price_source),
+            as_of=str(r.price_as_of),
+            stale=bool(r.price_stale),
         )
 
 
@@ -125,19 +133,20 @@ class PlacementAssignmentRow(Base):
             cost_breakdown=dict(ex.cost_breakdown),
         )
 
-    def to_domain(self) -> Assignment:
+    @staticmethod
+    def to_domain(r: Any) -> Assignment:
         return Assignment(
-            workload=self.workload,
-            pool=self.pool,
-            site=self.site,
-            replicas=self.replicas,
-            latency_ms=dict(self.latency_ms),
+            workload=r.workload,
+            pool=r.pool,
+            site=r.site,
+            replicas=r.replicas,
+            latency_ms=dict(r.latency_ms),
             explanation=Explanation(
-                cost_per_hour=self.cost_per_hour,
-                binding=tuple(self.binding),
-                next_best=self.next_best,
-                next_best_extra_per_hour=self.next_best_extra_per_hour,
-                cost_breakdown=dict(self.cost_breakdown),
+                cost_per_hour=r.cost_per_hour,
+                binding=tuple(r.binding),
+                next_best=r.next_best,
+                next_best_extra_per_hour=r.next_best_extra_per_hour,
+                cost_breakdown=dict(r.cost_breakdown),
             ),
         )
 
@@ -167,15 +176,16 @@ class PlacementBudgetRow(Base):
             over=b.over,
         )
 
-    def to_domain(self) -> BudgetFigure:
+    @staticmethod
+    def to_domain(r: Any) -> BudgetFigure:
         return BudgetFigure(
-            team=self.team,
-            monthly_usd=self.monthly_usd,
-            used=self.used,
-            this_placement=self.this_placement,
-            projected=self.projected,
-            remaining=self.remaining,
-            over=self.over,
+            team=r.team,
+            monthly_usd=r.monthly_usd,
+            used=r.used,
+            this_placement=r.this_placement,
+            projected=r.projected,
+            remaining=r.remaining,
+            over=bool(r.over),
         )
 
 
@@ -210,14 +220,15 @@ class PlacementSizingResourceRow(Base):
             method=r.method,
         )
 
-    def to_domain(self) -> ResourceSizing:
+    @staticmethod
+    def to_domain(r: Any) -> ResourceSizing:
         return ResourceSizing(
-            declared=self.declared,
-            forecast=self.forecast,
-            p50_peak=self.p50_peak,
-            p95_peak=self.p95_peak,
-            change_pct=self.change_pct,
-            method=self.method,
+            declared=r.declared,
+            forecast=r.forecast,
+            p50_peak=r.p50_peak,
+            p95_peak=r.p95_peak,
+            change_pct=r.change_pct,
+            method=r.method,
         )
 
 
@@ -250,17 +261,18 @@ class PlacementSizingRow(Base):
             resources=[PlacementSizingResourceRow.from_domain(m, r) for m, r in w.resources().items()],
         )
 
-    def to_domain(self) -> WorkloadSizing:
-        by_metric = {r.metric: r.to_domain() for r in self.resources}
+    @staticmethod
+    def to_domain(w: Any, resources: Sequence[Any]) -> WorkloadSizing:
+        by_metric = {r.metric: PlacementSizingResourceRow.to_domain(r) for r in resources}
         return WorkloadSizing(
-            workload=self.workload,
-            source=self.source,
-            model_version=self.model_version,
-            horizon_hours=self.horizon_hours,
-            headroom_pct=self.headroom_pct,
+            workload=w.workload,
+            source=w.source,
+            model_version=w.model_version,
+            horizon_hours=w.horizon_hours,
+            headroom_pct=w.headroom_pct,
             cpu=by_metric.get("cpu"),
             memory_gib=by_metric.get("memory_gib"),
-            warnings=tuple(self.warnings),
+            warnings=tuple(w.warnings),
         )
 
 
@@ -310,16 +322,6 @@ class PlacementRow(Base):
         cascade="all, delete-orphan", order_by=PlacementSizingRow.line, lazy="raise"
     )
 
-    @staticmethod
-    def load_all() -> tuple[ORMOption, ...]:
-        """Loader options for a query whose rows become whole placements (children in 4-5 queries)."""
-        return (
-            selectinload(PlacementRow.pools),
-            selectinload(PlacementRow.assignments),
-            selectinload(PlacementRow.budgets),
-            selectinload(PlacementRow.sizing).selectinload(PlacementSizingRow.resources),
-        )
-
     @classmethod
     def from_domain(cls, p: Placement) -> PlacementRow:
         if p.id is None or p.created_at is None:
@@ -360,64 +362,117 @@ class PlacementRow(Base):
             sizing=[PlacementSizingRow.from_domain(i, w) for i, w in enumerate(sizing.workloads if sizing else ())],
         )
 
-    def to_domain(self) -> Placement:
-        """The whole placement; the query must have loaded the children (load_all())."""
+    @staticmethod
+    def to_domain(h: Any, children: Children) -> Placement:
+        """The placement of a header row and its child rows (ORM rows or plain result rows)."""
+        pools = children.pools
         result = PlacementResult(
-            status=self.status,
-            objective_value=self.objective_value,
-            cost_per_hour=self.cost_per_hour,
-            lower_bound_per_hour=self.lower_bound_per_hour,
-            gap_pct=self.gap_pct,
-            baseline=Baseline(policy=self.baseline_policy, cost_per_hour=self.baseline_cost_per_hour),
-            savings_pct=self.savings_pct,
-            solve_ms=self.solve_ms,
-            nodes=tuple(n.to_domain() for n in self.pools),
-            assignments=tuple(a.to_domain() for a in self.assignments),
-            egress_cost_per_hour=self.egress_cost_per_hour,
-            storage_cost_per_hour=self.storage_cost_per_hour,
-            rejected={w: dict(v) for w, v in self.rejected.items()},
-            warnings=tuple(self.warnings),
+            status=h.status,
+            objective_value=h.objective_value,
+            cost_per_hour=h.cost_per_hour,
+            lower_bound_per_hour=h.lower_bound_per_hour,
+            gap_pct=h.gap_pct,
+            baseline=Baseline(policy=h.baseline_policy, cost_per_hour=h.baseline_cost_per_hour),
+            savings_pct=h.savings_pct,
+            solve_ms=h.solve_ms,
+            nodes=tuple(PlacementPoolRow.to_domain(n) for n in pools),
+            assignments=tuple(PlacementAssignmentRow.to_domain(a) for a in children.assignments),
+            egress_cost_per_hour=h.egress_cost_per_hour,
+            storage_cost_per_hour=h.storage_cost_per_hour,
+            rejected={w: dict(v) for w, v in h.rejected.items()},
+            warnings=tuple(h.warnings),
         )
         prices = None
-        if self.catalog_version is not None:
-            priced = {n.pool: n.price() for n in self.pools}
+        if h.catalog_version is not None:
+            priced = {n.pool: PlacementPoolRow.price(n) for n in pools}
             prices = PriceSnapshot(
-                catalog_version=self.catalog_version,
-                stale_after_days=float(self.price_stale_after_days or 0.0),
+                catalog_version=h.catalog_version,
+                stale_after_days=float(h.price_stale_after_days or 0.0),
                 pools={pool: price for pool, price in priced.items() if price is not None},
             )
         sizing = None
-        if self.sizing_cost_per_hour is not None:
+        if h.sizing_cost_per_hour is not None:
             sizing = SizingReport(
-                workloads=tuple(w.to_domain() for w in self.sizing),
-                declared_cost_per_hour=self.sizing_declared_cost_per_hour,
-                cost_per_hour=self.sizing_cost_per_hour,
-                savings_per_hour=self.sizing_savings_per_hour,
-                savings_pct=self.sizing_savings_pct,
+                workloads=tuple(PlacementSizingRow.to_domain(w, res) for w, res in children.sizing),
+                declared_cost_per_hour=h.sizing_declared_cost_per_hour,
+                cost_per_hour=h.sizing_cost_per_hour,
+                savings_per_hour=h.sizing_savings_per_hour,
+                savings_pct=h.sizing_savings_pct,
             )
         return Placement(
-            name=self.name,
-            tenant=self.tenant,
+            name=h.name,
+            tenant=h.tenant,
             result=result,
-            request=dict(self.request),
-            id=self.id,
-            created_at=as_utc(self.created_at),
-            price_as_of=dict(self.price_as_of),
+            request=dict(h.request),
+            id=h.id,
+            created_at=as_utc(h.created_at),
+            price_as_of=dict(h.price_as_of),
             prices=prices,
             rightsizing=sizing,
-            budget=tuple(b.to_domain() for b in self.budgets) or None,
+            budget=tuple(PlacementBudgetRow.to_domain(b) for b in children.budgets) or None,
         )
 
-    def summary(self) -> PlacementSummary:
+    def children(self) -> Children:
+        """This ORM row's children as to_domain takes them (the relationships must be loaded)."""
+        return Children(
+            list(self.pools), list(self.assignments), list(self.budgets), [(w, list(w.resources)) for w in self.sizing]
+        )
+
+    @staticmethod
+    def summary(h: Any) -> PlacementSummary:
         return PlacementSummary(
-            id=self.id,
-            name=self.name,
-            created_at=as_utc(self.created_at),
-            status=self.status,
-            cost_per_hour=self.cost_per_hour,
-            baseline_cost_per_hour=self.baseline_cost_per_hour,
-            savings_pct=self.savings_pct,
+            id=h.id,
+            name=h.name,
+            created_at=as_utc(h.created_at),
+            status=h.status,
+            cost_per_hour=h.cost_per_hour,
+            baseline_cost_per_hour=h.baseline_cost_per_hour,
+            savings_pct=h.savings_pct,
         )
 
 
 Index("ix_placements_tenant_created", PlacementRow.tenant, PlacementRow.created_at)
+
+
+@dataclass
+class Children:
+    """A placement's child rows, each list in line order (sizing: each workload with its resources)."""
+
+    pools: list[Any] = field(default_factory=list)
+    assignments: list[Any] = field(default_factory=list)
+    budgets: list[Any] = field(default_factory=list)
+    sizing: list[tuple[Any, list[Any]]] = field(default_factory=list)
+
+
+def _child_rows(session: Session, table: Any, ids: list[str], *order: str) -> Sequence[Any]:
+    t = table.__table__
+    q = select(t).where(t.c.placement_id.in_(ids)).order_by(t.c.placement_id, *(t.c[o] for o in order))
+    return session.execute(q).all()
+
+
+def load_placements(session: Session, *where: ColumnElement[bool]) -> list[Placement]:
+    """The placements whose header matches `where`, in header-id order.
+
+    Read as plain rows, not ORM objects: the ledger's first sync reads thousands of
+    placements, and building ORM instances of their pools and assignments was most of it.
+    """
+    header = PlacementRow.__table__
+    heads = session.execute(select(header).where(*where).order_by(header.c.id)).all()
+    out: list[Placement] = []
+    for i in range(0, len(heads), _CHUNK):
+        chunk = heads[i : i + _CHUNK]
+        ids = [h.id for h in chunk]
+        kids = {pid: Children() for pid in ids}
+        for r in _child_rows(session, PlacementPoolRow, ids, "line"):
+            kids[r.placement_id].pools.append(r)
+        for r in _child_rows(session, PlacementAssignmentRow, ids, "line"):
+            kids[r.placement_id].assignments.append(r)
+        for r in _child_rows(session, PlacementBudgetRow, ids, "line"):
+            kids[r.placement_id].budgets.append(r)
+        resources: dict[tuple[str, int], list[Any]] = {}
+        for r in _child_rows(session, PlacementSizingResourceRow, ids, "line", "metric"):
+            resources.setdefault((r.placement_id, r.line), []).append(r)
+        for r in _child_rows(session, PlacementSizingRow, ids, "line"):
+            kids[r.placement_id].sizing.append((r, resources.get((r.placement_id, r.line), [])))
+        out += [PlacementRow.to_domain(h, kids[h.id]) for h in chunk]
+    return out

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.finops_models import LedgerEntryRow, LedgerItemRow
 from broker.db.models import Base, PoolRow
-from broker.db.placement_models import PlacementRow, as_utc
+from broker.db.placement_models import PlacementRow, as_utc, load_placements
 from broker.db.session import transaction
 from broker.finops.ledger import (
     LedgerEntry,
@@ -48,14 +48,7 @@ def _list_prices(session: Session, pools: Iterable[str]) -> dict[str, float]:
 def sync(factory: sessionmaker[Session]) -> int:
     """Record placements missing from the ledger. Returns how many were added."""
     with factory() as s:
-        missing = [
-            r.to_domain()
-            for r in s.scalars(
-                select(PlacementRow)
-                .options(*PlacementRow.load_all())
-                .where(~exists().where(LedgerEntryRow.placement_id == PlacementRow.id))
-            )
-        ]
+        missing = load_placements(s, ~exists().where(LedgerEntryRow.placement_id == PlacementRow.id))
         if not missing:
             return 0
         prices = _list_prices(s, (a.pool for m in missing for a in m.result.assignments))

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.core.placement import Placement, PlacementSummary
-from broker.db.placement_models import PlacementRow
+from broker.db.placement_models import PlacementRow, load_placements
 from broker.errors import NotFound
 
 _CHUNK = 500
@@ -30,14 +30,10 @@ class PlacementStore:
     def get(self, placement_id: str, *, tenant: str) -> Placement:
         """The placement, if it exists and belongs to `tenant` (else NotFound: no probing other tenants)."""
         with self._sessions() as s:
-            row = s.scalars(
-                select(PlacementRow)
-                .options(*PlacementRow.load_all())
-                .where(PlacementRow.id == placement_id, PlacementRow.tenant == tenant)
-            ).first()
-            if row is None:
-                raise NotFound(f"placement {placement_id!r} does not exist")
-            return row.to_domain()
+            found = load_placements(s, PlacementRow.id == placement_id, PlacementRow.tenant == tenant)
+        if not found:
+            raise NotFound(f"placement {placement_id!r} does not exist")
+        return found[0]
 
     def tenant_of(self, placement_id: str) -> str | None:
         with self._sessions() as s:
@@ -47,24 +43,22 @@ class PlacementStore:
         self, *, tenant: str, limit: int = 50, offset: int = 0, name: str | None = None
     ) -> tuple[list[PlacementSummary], int]:
         """A page of the tenant's placements, newest first, and how many there are."""
+        header = PlacementRow.__table__
         with self._sessions() as s:
-            q = select(PlacementRow).where(PlacementRow.tenant == tenant)
+            q = select(header).where(header.c.tenant == tenant)
             if name:
-                q = q.where(PlacementRow.name == name)
+                q = q.where(header.c.name == name)
             total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-            rows = s.scalars(
-                q.order_by(PlacementRow.created_at.desc(), PlacementRow.id.desc()).limit(limit).offset(offset)
-            )
-            return [r.summary() for r in rows], int(total)
+            rows = s.execute(q.order_by(header.c.created_at.desc(), header.c.id.desc()).limit(limit).offset(offset))
+            return [PlacementRow.summary(r) for r in rows], int(total)
 
     def by_ids(self, ids: Sequence[str]) -> list[Placement]:
         """Whole placements in the order of `ids` (ids that do not exist are left out)."""
         found: dict[str, Placement] = {}
         with self._sessions() as s:
             for i in range(0, len(ids), _CHUNK):
-                q = select(PlacementRow).options(*PlacementRow.load_all())
-                for row in s.scalars(q.where(PlacementRow.id.in_(list(ids[i : i + _CHUNK])))):
-                    found[row.id] = row.to_domain()
+                for p in load_placements(s, PlacementRow.id.in_(list(ids[i : i + _CHUNK]))):
+                    found[str(p.id)] = p
         return [found[i] for i in ids if i in found]
 
     def latest_by_name(self, *, tenant: str, limit: int = 500) -> list[Placement]:
