@@ -1,8 +1,10 @@
-"""FastAPI application factory."""
+"""FastAPI application factory: the API's edge, where its settings and its one Broker are built."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -10,11 +12,25 @@ from fastapi import FastAPI
 from api import errors, middleware
 from api.routes import ROUTER_MODULES
 from broker.app import Broker
+from broker.catalog.refresh_jobs import ThreadRunner
 from broker.settings import Settings
 
 
 def create_app(settings: Settings | None = None, *, broker: Broker | None = None) -> FastAPI:
-    settings = settings or Settings()
+    """The app over `broker`, or over a Broker opened here from `settings` (default: the
+    environment). A Broker opened here is the app's: its connections close on shutdown."""
+    owned = broker is None
+    the_broker = Broker.open(settings or Settings()) if broker is None else broker
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # after middleware's shutdown: no job runs on the Broker any more
+            app.state.price_refresh.close()
+            if owned:
+                the_broker.close()
+
     app = FastAPI(
         title="placement-broker",
         version="0.1.0",
@@ -23,8 +39,10 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
             "public, private and edge sites at the lowest cost that keeps every hard rule, with a "
             "lower bound that proves how close to optimal the answer is."
         ),
+        lifespan=lifespan,
     )
-    app.state.broker = broker or Broker.open(settings)
+    app.state.broker = the_broker
+    app.state.price_refresh = ThreadRunner()  # POST /v1/pricing/refresh runs here, one at a time
     errors.install(app)
     middleware.install(app)  # auth, idempotency, jobs, metrics, limits (docs/operations.md)
     for name in ROUTER_MODULES:
@@ -32,8 +50,7 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:
-        b: Broker = app.state.broker
-        cat = b.catalog()
+        cat = the_broker.catalog()
         return {
             "status": "ok",
             "catalog_version": cat.version,

@@ -23,7 +23,10 @@ from broker.settings import Settings
 
 log = logging.getLogger("broker.auth")
 
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc"})
+# the scheduler extender cannot send a key; it reads list prices only (api/routes/extender.py)
+PUBLIC_PATHS = frozenset(
+    {"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc", "/extender/filter", "/extender/prioritize"}
+)
 # ROLE RULES. Reads need viewer, except key management. Writes need admin (catalog, pricing,
 # sites, clusters, keys, budgets), except these planner prefixes (placing and dispatching).
 PLANNER_WRITES = (
@@ -34,6 +37,7 @@ PLANNER_WRITES = (
     "/v1/workloads",  # usage samples: POST /v1/workloads/{name}/usage, sent by the pipelines that place
     "/v1/forecast",
     "/v1/simulat",
+    "/v1/latency/measurements",  # a tenant's own RTT measurements, used by its placements
 )
 ADMIN_READS = ("/v1/apikeys",)
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

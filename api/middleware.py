@@ -184,8 +184,10 @@ def install(app: FastAPI) -> None:
 
             threading.Thread(target=resume_dispatches, args=(broker,), name="resume-dispatch", daemon=True).start()
         async with inner(a) as state:
-            yield state
-        app.state.jobs.close()
+            try:
+                yield state
+            finally:  # before the app's own shutdown closes the Broker the jobs run on
+                app.state.jobs.close()
 
     app.router.lifespan_context = lifespan
 

@@ -7,19 +7,7 @@ from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
-PROBLEM = "application/problem+json"
-
-
-def problem_body(scope: Scope, status: int, title: str, detail: str, type_: str, **extra: Any) -> bytes:
-    doc = {
-        "type": f"https://placement-broker.dev/problems/{type_}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": scope.get("path", ""),
-        **extra,
-    }
-    return json.dumps(doc).encode()
+from broker.problems import MEDIA_TYPE, problem
 
 
 async def send_problem(
@@ -33,8 +21,9 @@ async def send_problem(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> None:
-    body = problem_body(scope, status, title, detail, type_, **extra)
-    raw = [(b"content-type", PROBLEM.encode()), (b"content-length", str(len(body)).encode())]
+    doc = problem(status, title, detail, type_, instance=scope.get("path", ""), **extra)
+    body = json.dumps(doc).encode()
+    raw = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,8 +17,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.catalog import store as catalog_mod
+from broker.catalog.latency_measurements import MeasurementStore
 from broker.catalog.store import Catalog, CatalogCache, default_cache_dir
 from broker.core.domain import PlacementRequest
+from broker.core.latency import check_quantile
+from broker.core.latency_measured import Measurement, apply_measurements
 from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, TradeOff
 from broker.core.pooltable import PoolTable
 from broker.db.session import make_engine, migrate, session_factory, transaction
@@ -86,6 +89,10 @@ class Broker:
     def catalog(self) -> Catalog:
         return self.catalogs.get()
 
+    def close(self) -> None:
+        """Close the database connections (the edge that opened the Broker calls this when done)."""
+        self.engine.dispose()
+
     # ---- placements -------------------------------------------------------------------
 
     def place(
@@ -117,7 +124,8 @@ class Broker:
         if exclude_sites:
             gone = [table.site_index[x] for x in exclude_sites if x in table.site_index]
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
-        problem = self._problem(request, cat, table=table, current=current)
+        measured = MeasurementStore(self.sessions).for_tenant(tenant)
+        problem = self._problem(request, cat, table=table, current=current, measured=measured)
         result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         placement = Placement(
@@ -125,6 +133,7 @@ class Broker:
             tenant=tenant,
             result=result,
             request=req_in.model_dump(mode="json"),
+            latency_quantile=request.latency_quantile,
             price_as_of={p: d for p, d in cat.price_as_of.items() if p in used},
             prices=self._price_snapshot(cat, [n.pool for n in result.nodes]),
             # declared vs forecast-sized requests, both priced
@@ -170,7 +179,13 @@ class Broker:
                     cost_per_hour=p.cost_per_hour,
                     latency_ms=p.latency_ms,
                     carbon_kg_per_hour=p.carbon_kg_per_hour,
-                    placement=Placement(name=request.name, tenant=tenant, result=p.result, request=as_sent),
+                    placement=Placement(
+                        name=request.name,
+                        tenant=tenant,
+                        result=p.result,
+                        request=as_sent,
+                        latency_quantile=request.latency_quantile,
+                    ),
                 )
                 for p in points
             ]
@@ -184,12 +199,18 @@ class Broker:
         *,
         table: PoolTable | None = None,
         current: Mapping[str, Mapping[str, int]] | None = None,
+        measured: Sequence[Measurement] = (),
     ) -> PlacementProblem:
-        """The solver's input for a request over one catalog snapshot."""
+        """The solver's input for a request over one catalog snapshot; `measured` (the tenant's
+        own RTT measurements) wins over the catalog's figures for the paths it covers."""
+        quantile = check_quantile(request.latency_quantile)
+        user_rtt = cat.user_rtt(request.user_regions, quantile)
+        if measured:
+            user_rtt = apply_measurements(user_rtt, request.user_regions, measured, cat.table.site_index, quantile)
         return PlacementProblem(
             request=request,
             table=cat.solver_table if table is None else table,
-            user_rtt=cat.user_rtt(request.user_regions),
+            user_rtt=user_rtt,
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,
             storage_usd_per_gb_month=cat.storage,
@@ -224,8 +245,4 @@ class Broker:
         return PlacementStore(self.sessions).page(tenant=tenant, limit=limit, offset=offset, name=name)
 
 
-def open_broker(settings: Settings | None = None) -> Broker:
-    return Broker.open(settings or Settings())
-
-
-__all__ = ["Broker", "make_engine", "open_broker", "parse_request"]
+__all__ = ["Broker", "parse_request"]

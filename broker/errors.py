@@ -1,4 +1,5 @@
-"""Error hierarchy of the broker. Only api/errors.py maps these to HTTP."""
+"""Error hierarchy of the broker. broker/problems.py turns them into problem documents (with
+their HTTP status); api/errors.py is the only place that sends those as HTTP answers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ class BrokerError(Exception):
 
 class NotFound(BrokerError):
     title = "Not found"
+
+
+class Forbidden(BrokerError):
+    """The caller is known, but its role may not do this (authentication failures are 401, in api/auth.py)."""
+
+    title = "Forbidden"
 
 
 class Conflict(BrokerError):

@@ -59,7 +59,7 @@ POOL_COLUMNS = [
     "price_as_of",
     "reserved_3yr_per_hour",
 ]
-LATENCY_COLUMNS = ["src", "dst", "rtt_ms", "statistic", "source"]
+LATENCY_COLUMNS = ["src", "dst", "rtt_ms", "statistic", "source", "rtt_p95_ms", "samples"]
 
 GCP_ARM_FAMILIES = frozenset({"t2a", "c4a", "n4a"})
 AZURE_ARM_RE = re.compile(r"^Standard_[A-Z]+\d+[a-z]*p[a-z]*_v\d")
@@ -492,49 +492,82 @@ def gcp_zone_to_region(region: str) -> str:
     return m.group(1) if m else region
 
 
+#: Sources whose figures are typical values (a ping run's average, a one-year median);
+#: the pair's median is taken over them.
+TYPICAL_SOURCES = ("skyplane_2022", "cloudping_2022-04")
+#: Microsoft's published Azure figures are 95th percentiles over 30 days (the newest data).
+P95_SOURCE = "azure_docs_2026-07"
+
+
+def _ms(v: float) -> str:
+    return f"{round(v, 3):.3f}".rstrip("0").rstrip(".")
+
+
+def _pair_stats(typical: list[float], premium: list[float], p95s: list[float]) -> tuple[float, str, float]:
+    """(p50, statistic of the p50, p95) of one unordered pair from its figures."""
+    if typical:
+        p50, stat = statistics.median(typical), "p50"
+        if p95s and max(p95s) < p50:  # a newer route: the pair's p95 bounds its median
+            p50, stat = max(p95s), "p95_30d"
+    else:
+        p50, stat = statistics.median(p95s), "p95_30d"
+    p95 = max(p95s) if p95s else float(pd.Series(premium or typical).quantile(0.95, interpolation="linear"))
+    return p50, stat, max(p95, p50)
+
+
 def build_latency(data: Path, site_ids: set[str], rep: Report) -> list[dict[str, str]]:
     df = pd.read_csv(data / "latency" / "inter_region_rtt.csv", keep_default_na=False, dtype=str)
     df["rtt"] = pd.to_numeric(df["rtt_ms"], errors="coerce")
-    sky = df[df["source"] == "skyplane_2022"]
-    sky = sky[(sky["src_network_tier"] == "PREMIUM") & (sky["dst_network_tier"] == "PREMIUM")]
-    cp = df[df["source"] == "cloudping_2022-04"]
-    az = df[df["source"] == "azure_docs_2026-07"]
+    df = df[df["source"].isin((*TYPICAL_SOURCES, P95_SOURCE)) & df["rtt"].notna()]
+    src = df["src_provider"] + ":" + df["src_region"].map(gcp_zone_to_region)
+    dst = df["dst_provider"] + ":" + df["dst_region"].map(gcp_zone_to_region)
+    # skyplane runs with a GCP end on the STANDARD network tier: figures for the median only
+    standard = (df["src_network_tier"] == "STANDARD") | (df["dst_network_tier"] == "STANDARD")
 
-    # (a, b) ordered -> {source: (value, statistic)}; GCP zones averaged into regions.
-    per: dict[tuple[str, str], dict[str, tuple[float, str]]] = defaultdict(dict)
-    for frame in (sky, cp, az):
-        keyed = frame.assign(
-            src=frame["src_provider"] + ":" + frame["src_region"].map(gcp_zone_to_region),
-            dst=frame["dst_provider"] + ":" + frame["dst_region"].map(gcp_zone_to_region),
-        )
-        g = keyed.groupby(["src", "dst", "source", "statistic"], sort=True)["rtt"].mean()
-        for (src, dst, source, stat), val in g.items():
-            if src == dst or pd.isna(val):
-                continue
-            per[(str(src), str(dst))][str(source)] = (float(val), str(stat))
-
-    best: dict[tuple[str, str], tuple[float, str, str]] = {}
+    # unordered pair -> figures: typical (every run, both directions), premium (the typical
+    # ones on the default PREMIUM tier), p95 (Azure's published P95s, both directions)
+    typical: dict[tuple[str, str], list[float]] = defaultdict(list)
+    premium: dict[tuple[str, str], list[float]] = defaultdict(list)
+    p95s: dict[tuple[str, str], list[float]] = defaultdict(list)
+    sources: dict[tuple[str, str], set[str]] = defaultdict(set)
     unknown: set[str] = set()
-    for (a, b), by_src in per.items():
+    for a, b, source, rtt, std in zip(src, dst, df["source"], df["rtt"], standard, strict=True):
+        if a == b:
+            continue
         if a not in site_ids or b not in site_ids:
             unknown.update(x for x in (a, b) if x not in site_ids)
             continue
         key = (a, b) if a < b else (b, a)
-        for source, (val, stat) in by_src.items():
-            cur = best.get(key)
-            # Most conservative: highest RTT over both directions and all sources.
-            if cur is None or val > cur[0]:
-                best[key] = (val, stat, source)
+        if source == P95_SOURCE:
+            p95s[key].append(float(rtt))
+        else:
+            typical[key].append(float(rtt))
+            if not std:
+                premium[key].append(float(rtt))
+        sources[key].add(str(source))
     if unknown:
         rep.note(f"latency: endpoints not in sites.csv, pairs dropped: {', '.join(sorted(unknown))}")
     out: list[dict[str, str]] = []
-    for (a, b), (val, stat, source) in best.items():
-        v = f"{round(val, 3):.3f}".rstrip("0").rstrip(".")
-        out.append({"src": a, "dst": b, "rtt_ms": v, "statistic": stat, "source": source})
-        out.append({"src": b, "dst": a, "rtt_ms": v, "statistic": stat, "source": source})
+    stats: Counter[str] = Counter()
+    for key in sources:
+        figures = (typical.get(key, []), premium.get(key, []), p95s.get(key, []))
+        p50, stat, p95 = _pair_stats(*figures)
+        stats[stat] += 1
+        row = {
+            "rtt_ms": _ms(p50),
+            "statistic": stat,
+            "source": "+".join(sorted(sources[key])),
+            "rtt_p95_ms": _ms(p95),
+            "samples": str(len(figures[0]) + len(figures[2])),
+        }
+        a, b = key
+        out.append({"src": a, "dst": b, **row})
+        out.append({"src": b, "dst": a, **row})
     out.sort(key=lambda r: (r["src"], r["dst"]))
-    src_counts = Counter(r["source"] for r in out)
-    rep.note(f"latency: {len(out)} ordered pairs ({len(best)} unordered); chosen source: {dict(src_counts)}")
+    rep.note(
+        f"latency: {len(out)} ordered pairs ({len(sources)} unordered); "
+        f"statistic of rtt_ms: {dict(sorted(stats.items()))}"
+    )
     return out
 
 
@@ -722,22 +755,37 @@ normalised without changing their value (`16.0` -> `16`).
 
 ## `latency.csv`
 
-Columns `src,dst,rtt_ms,statistic,source`; site ids; no self-pairs; symmetric. From
-`latency/inter_region_rtt.csv`:
+Columns `src,dst,rtt_ms,statistic,source,rtt_p95_ms,samples`; site ids; no self-pairs;
+symmetric (both directions carry the same row). One statistic per column, the same for
+every pair: `rtt_ms` is the pair's **median** (typical) RTT, `rtt_p95_ms` a conservative
+one. From `latency/inter_region_rtt.csv`:
 
-- `skyplane_2022`, statistic `ping_avg` (VM-to-VM ping average), AWS/Azure/GCP including
-  cross-cloud pairs; PREMIUM/PREMIUM network tier only; GCP zones averaged into their
-  region. Upstream `skyplane-project/skyplane` `profiles/latency.csv` @
-  `2e3b2c01735054a8053d6a939d69fe43a652d2d0` (2022-11).
-- `cloudping_2022-04`, statistic `p50_1y`, AWS<->AWS. cloudping.co via
+- `skyplane_2022`, statistic `ping_avg` (the average of one VM-to-VM ping run), AWS/Azure/GCP
+  including cross-cloud pairs; every run of a pair, both directions and (GCP) every
+  network-tier combination, is one figure. Upstream `skyplane-project/skyplane`
+  `profiles/latency.csv` @ `2e3b2c01735054a8053d6a939d69fe43a652d2d0` (2022-11).
+- `cloudping_2022-04`, statistic `p50_1y`, AWS<->AWS, both directions. cloudping.co via
   `bc-computing/gus-automation` @ `8308392dfd6b7f071959940982cbdd5afd186281` (2022-04-08).
-- `azure_docs_2026-07`, statistic `p95_30d`, Azure<->Azure. Microsoft azure-docs via
-  `mbender-ms/azure-docs` @ `5b3e2055eddead4c24aac48156dad9f006268126` (P95 over the 30
-  days to 2026-07-30).
+- `azure_docs_2026-07`, statistic `p95_30d`, Azure<->Azure, both directions. Microsoft
+  azure-docs via `mbender-ms/azure-docs` @ `5b3e2055eddead4c24aac48156dad9f006268126` (P95
+  over the 30 days to 2026-07-30).
 
-Where several sources or both directions cover a pair, the **highest** RTT is kept
-(conservative), and the same value is written for both directions. `source`/`statistic`
-say which measurement was kept. RTT rounded to 0.001 ms.
+Per unordered pair:
+
+- `rtt_ms` = the median of the typical figures (skyplane runs and cloudping medians), so one
+  noisy run does not decide a pair (gcp `us-central1`<->`us-east4`: runs of 22-38 ms and
+  two Standard-tier runs of 80-89 ms give 25.7 ms). `statistic` = `p50`. Where the pair's
+  only figures are Azure's P95s, `rtt_ms` is their median and `statistic` = `p95_30d` (an
+  upper bound of the median: for the 190 AWS pairs both skyplane and cloudping measured, the
+  one-year median is within 1.4 % of the ping average at the median pair, so backbone RTT
+  varies little). Where Azure's newer P95 is below the older median (a new route), the P95
+  bounds it and `statistic` = `p95_30d`.
+- `rtt_p95_ms` = the highest of Azure's P95s where the pair has them; otherwise the 95th
+  percentile (linear interpolation) of the typical figures on GCP's default PREMIUM network
+  tier (Standard-tier runs have long tails, up to 50x the Premium figure, that a placement on
+  the default tier does not see). Never below `rtt_ms`.
+- `source` = the sources with figures for the pair, `+`-joined; `samples` = the number of
+  figures. RTT rounded to 0.001 ms.
 
 ## `egress.csv`
 

@@ -87,7 +87,9 @@ def read_pools() -> pd.DataFrame:
 
 @lru_cache(maxsize=1)
 def read_latency() -> pd.DataFrame:
-    """Measured site-to-site RTT: src, dst, rtt_ms (float64), statistic, source. Symmetric."""
+    """Measured site-to-site RTT, symmetric: src, dst, rtt_ms (the pair's median, float64),
+    statistic (of rtt_ms), source, rtt_p95_ms (conservative, float64), samples (figures behind
+    the pair). See SOURCES.md."""
     return _read_csv(
         "latency.csv",
         {
@@ -96,6 +98,8 @@ def read_latency() -> pd.DataFrame:
             "rtt_ms": "float64",
             "statistic": "category",
             "source": "category",
+            "rtt_p95_ms": "float64",
+            "samples": "int64",
         },
     )
 
@@ -111,15 +115,6 @@ def read_internet_egress() -> dict[str, float]:
     """site id (or ``<provider>:*`` default) -> USD per GB of internet egress (first paid tier)."""
     df = _read_csv("internet_egress.csv", {"site": "string", "usd_per_gb": "float64"})
     return {str(s): float(v) for s, v in zip(df["site"], df["usd_per_gb"], strict=True)}
-
-
-def internet_egress_per_gb(site_id: str) -> float | None:
-    """Internet egress USD/GB for a site, falling back to the provider default."""
-    table = read_internet_egress()
-    if site_id in table:
-        return table[site_id]
-    provider = site_id.split(":", 1)[0]
-    return table.get(f"{provider}:*")
 
 
 @lru_cache(maxsize=1)

@@ -4,6 +4,7 @@ ROUTER_MODULES: list[str] = [
     "pricing",  # before "catalog": its /v1/pools/{id}/history must win over /v1/pools/{id:path}
     "sites",
     "catalog",
+    "latency",
     "placements",
     "pareto",
     "finops",
@@ -11,4 +12,6 @@ ROUTER_MODULES: list[str] = [
     "admin",
     "dispatch",
     "usage",
+    "extender",
+    "integrations",
 ]

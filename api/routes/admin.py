@@ -8,11 +8,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from api.auth import principal_of
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker, get_principal, get_tenant
 from broker.access.keys import KeyStore, Principal, Role
 from broker.app import Broker
-from broker.errors import InvalidRequest
+from broker.errors import Forbidden
 from broker.jobs.queue import JobQueue
 from broker.jobs.store import JobStore
 from broker.placements.budgets import TENANT_WIDE, Budgets
@@ -22,14 +21,10 @@ router = APIRouter(prefix="/v1", tags=["service"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
 
-def get_principal(request: Request) -> Principal:
-    return principal_of(request.scope)
-
-
 def require_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     # AuthMiddleware already enforces the role rules; this keeps the rule next to the route too
     if not principal.may(Role.admin):
-        raise InvalidRequest("this needs the admin role", errors=[{"loc": ["header", "authorization"], "msg": "role"}])
+        raise Forbidden(f"this needs the admin role; the key has {principal.role.name}")
     return principal
 
 

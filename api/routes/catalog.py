@@ -1,8 +1,8 @@
-"""Catalog endpoints: sites, pools, latency, residency policies."""
+"""Catalog endpoints: sites, pools, residency policies (latency: api/routes/latency.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query
@@ -11,10 +11,9 @@ from api.deps import get_broker
 from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
 from broker.app import Broker
 from broker.core.domain import CapacityType
-from broker.core.latency import parse_geo
 from broker.core.pooltable import CAPACITY_TYPES
 from broker.core.residency import BUILTIN_POLICIES
-from broker.errors import InvalidRequest, NotFound
+from broker.errors import NotFound
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 
@@ -84,32 +83,6 @@ def get_pool(pool_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> Po
     if i is None:
         raise NotFound(f"pool {pool_id!r} does not exist")
     return PoolOut.from_domain(t.pools[i])
-
-
-@router.get("/latency")
-def latency(
-    broker: Annotated[Broker, Depends(get_broker)],
-    from_: Annotated[str, Query(alias="from", description="site id")],
-    to: Annotated[str, Query(description="site id or geo:lat,lon")],
-) -> dict[str, Any]:
-    cat = broker.catalog()
-    if from_ not in cat.sites:
-        raise InvalidRequest(f"unknown site {from_!r}", errors=[{"loc": ["query", "from"], "msg": "unknown site"}])
-    dst: str | tuple[float, float]
-    if to.startswith("geo:"):
-        try:
-            dst = parse_geo(to)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc), errors=[{"loc": ["query", "to"], "msg": str(exc)}]) from exc
-    elif to in cat.sites:
-        dst = to
-    else:
-        raise InvalidRequest(f"unknown site {to!r}", errors=[{"loc": ["query", "to"], "msg": "unknown site"}])
-    try:
-        rtt, source = cat.latency.rtt(from_, dst)
-    except (KeyError, ValueError) as exc:
-        raise InvalidRequest(f"no latency estimate possible: {exc}") from exc
-    return {"from": from_, "to": to, "rtt_ms": round(rtt, 2), "source": source}
 
 
 @router.get("/policies", response_model=list[PolicyOut])

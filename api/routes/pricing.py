@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker
@@ -17,7 +17,7 @@ from broker.catalog.prices import (
     price_dates,
     stale_sources,
 )
-from broker.catalog.refresh_jobs import RefreshJobs
+from broker.catalog.refresh_jobs import RefreshJobs, ThreadRunner
 from broker.core.domain import CapacityType
 
 router = APIRouter(prefix="/v1", tags=["pricing"])
@@ -25,6 +25,15 @@ _PROBLEM: dict[int | str, dict[str, Any]] = {
     404: {"content": {"application/problem+json": {}}},
     422: {"content": {"application/problem+json": {}}},
 }
+
+
+def get_refresh_jobs(request: Request, broker: Annotated[Broker, Depends(get_broker)]) -> RefreshJobs:
+    """Refresh jobs run on the app's one refresh thread (built in create_app, closed on shutdown)."""
+    runner: ThreadRunner = request.app.state.price_refresh
+    return RefreshJobs(broker.sessions, broker.settings, runner)
+
+
+RefreshJobsDep = Annotated[RefreshJobs, Depends(get_refresh_jobs)]
 
 
 class RefreshIn(BaseModel):
@@ -47,20 +56,16 @@ class DiscountIn(BaseModel):
 
 
 @router.post("/pricing/refresh", status_code=202, responses=_PROBLEM)
-def start_refresh(
-    body: RefreshIn, response: Response, broker: Annotated[Broker, Depends(get_broker)]
-) -> dict[str, Any]:
+def start_refresh(body: RefreshIn, response: Response, jobs: RefreshJobsDep) -> dict[str, Any]:
     """Fetch current prices in the background; poll the job at the Location header."""
-    job = RefreshJobs(broker.sessions, broker.settings).start(
-        provider=body.provider, regions=body.regions or None, endpoint=body.endpoint
-    )
+    job = jobs.start(provider=body.provider, regions=body.regions or None, endpoint=body.endpoint)
     response.headers["Location"] = f"/v1/pricing/jobs/{job['id']}"
     return job
 
 
 @router.get("/pricing/jobs/{job_id}", responses=_PROBLEM)
-def get_refresh_job(job_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
-    return RefreshJobs(broker.sessions, broker.settings).get(job_id)
+def get_refresh_job(job_id: str, jobs: RefreshJobsDep) -> dict[str, Any]:
+    return jobs.get(job_id)
 
 
 @router.get("/pricing/status")

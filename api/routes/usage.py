@@ -16,7 +16,6 @@ from broker.usage.service import UsageStore, read_csv
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
-NameParam = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class UsageSampleIn(BaseModel):
@@ -74,9 +73,7 @@ async def post_usage(
     A sample window that was stored before is replaced; an invalid body stores nothing."""
     if not 1 <= len(name) <= 200:
         raise InvalidRequest("invalid workload name", errors=[{"loc": ["path", "name"], "msg": "1-200 chars"}])
-    raw = await request.body()
-    if len(raw) > broker.settings.max_body_bytes:
-        raise InvalidRequest("the body is too large", errors=[{"loc": ["body"], "msg": "too large"}])
+    raw = await request.body()  # at most BROKER_MAX_BODY_BYTES: ServiceMiddleware answers 413 beyond
     frame = _frame_from_body(raw, request.headers.get("content-type", "application/json"))
     summary = UsageStore(broker.sessions).import_frame(frame, tenant=tenant, series=name)
     return {"workload": name, **summary.as_dict()}

@@ -31,7 +31,8 @@ from broker.db.price_models import (
     SiteStoragePriceRow,
 )
 from broker.db.session import transaction
-from broker.errors import InvalidRequest
+from broker.errors import InvalidRequest, PricingUnavailable
+from broker.problems import error_problem
 from broker.settings import Settings
 from pricing.discounts import DiscountRule, effective_price
 from pricing.offers import FeedResult, InstanceSpec
@@ -39,6 +40,8 @@ from providers.base import FeedOptions, FeedUnavailable, PriceSource, Progress
 from providers.gcp import GcpPriceSource
 
 PROVIDERS = ("aws", "azure", "gcp")
+# what a failed provider's problem document names as its instance: where refreshes are asked for
+REFRESH_PATH = "/v1/pricing/refresh"
 
 
 def make_source(provider: str, *, settings: Settings, endpoint: str | None = None) -> PriceSource:
@@ -71,6 +74,7 @@ class ProviderOutcome:
     unchanged: int = 0
     storage: int = 0
     error: str | None = None
+    problem: dict[str, Any] | None = None  # a failed feed: the pricing-unavailable problem document
     catalog_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -250,11 +254,21 @@ def refresh(
         if isinstance(source, GcpPriceSource) and not source.project:
             source.fallback_specs = _catalog_specs(factory, name, wanted)  # price the types we know
         try:
-            feed = source.fetch(wanted, progress)
-            outcomes.append(write_feed(factory, feed, refresh_id=refresh_id))
-        except FeedUnavailable as exc:
-            outcomes.append(ProviderOutcome(name, ok=False, regions=wanted, error=str(exc)))
+            feed = fetch_feed(source, wanted, progress)
+        except PricingUnavailable as exc:
+            problem = error_problem(exc, instance=REFRESH_PATH)
+            outcomes.append(ProviderOutcome(name, ok=False, regions=wanted, error=exc.detail, problem=problem))
+            continue
+        outcomes.append(write_feed(factory, feed, refresh_id=refresh_id))
     return outcomes
+
+
+def fetch_feed(source: PriceSource, regions: Sequence[str], progress: Progress | None) -> FeedResult:
+    """The source's feed; a feed that cannot be read or understood is the broker's PricingUnavailable."""
+    try:
+        return source.fetch(regions, progress)
+    except FeedUnavailable as exc:
+        raise PricingUnavailable(exc.provider, exc.region, str(exc)) from exc
 
 
 def _catalog_specs(

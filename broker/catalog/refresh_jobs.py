@@ -31,16 +31,26 @@ class JobRunner(Protocol):
 
 
 class ThreadRunner:
-    """One background thread for refreshes: they are I/O bound and must not overlap."""
+    """One background thread for refreshes: they are I/O bound and must not overlap.
+
+    Built by the edge that serves refreshes (create_app), which closes it on shutdown; the
+    thread starts with the first refresh, and again after close(), as an app may be
+    started and stopped repeatedly.
+    """
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="price-refresh")
+        self._pool: ThreadPoolExecutor | None = None
 
     def submit(self, job_id: str, work: Callable[[], None]) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="price-refresh")
         self._pool.submit(work)
 
-
-_DEFAULT_RUNNER = ThreadRunner()
+    def close(self) -> None:
+        # a refresh that has not started stays "queued"; POST /v1/pricing/refresh starts a new one
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def describe(row: PricingJobRow) -> dict[str, Any]:
@@ -57,10 +67,10 @@ def describe(row: PricingJobRow) -> dict[str, Any]:
 
 
 class RefreshJobs:
-    def __init__(self, factory: sessionmaker[Session], settings: Settings, runner: JobRunner | None = None) -> None:
+    def __init__(self, factory: sessionmaker[Session], settings: Settings, runner: JobRunner) -> None:
         self._factory = factory
         self._settings = settings
-        self._runner = runner or _DEFAULT_RUNNER
+        self._runner = runner
 
     def start(
         self, *, provider: str, regions: Sequence[str] | None = None, endpoint: str | None = None

@@ -25,7 +25,7 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind, UserRegion
-from broker.core.latency import LatencyModel
+from broker.core.latency import DEFAULT_QUANTILE, LatencyModel
 from broker.core.pooltable import FloatArray, PoolTable, build_pool_table
 from broker.db.models import (
     CatalogMetaRow,
@@ -43,6 +43,9 @@ from pricing.build_snapshot import POOL_COLUMNS
 
 PUBLIC_PROVIDERS = ("aws", "azure", "gcp")
 _CHUNK = 20_000
+#: Part of the on-disk cache file name: a catalog pickled by code whose classes had another
+#: shape (e.g. the latency model before anchored estimates) must not be loaded.
+_PICKLE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -55,35 +58,36 @@ class Catalog:
     internet_egress: FloatArray  # [site] USD/GB
     storage: FloatArray  # [site, tier] USD per GB-month
     price_as_of: dict[str, str]  # provider -> newest price date
-    _rtt_memo: dict[str | tuple[float, float], FloatArray] = field(default_factory=dict, compare=False, repr=False)
+    _rtt_memo: dict[tuple[str | tuple[float, float], str], FloatArray] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @cached_property
     def solver_table(self) -> PoolTable:
         """What placements solve over: the pool table without dominated pools."""
         return self.table.compact()
 
-    def user_rtt(self, regions: Iterable[UserRegion]) -> dict[str, FloatArray]:
-        """RTT from every site to each user region (measured where known, else estimated).
-        Pipelines send the same few regions again and again: each is computed once."""
+    def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:
+        """RTT from every site to each user region (measured where known, else estimated), as
+        the given statistic (p50 typical, p95 conservative). Pipelines send the same few
+        regions again and again: each is computed once per statistic."""
         out: dict[str, FloatArray] = {}
         for u in regions:
-            dst = u.site if u.site is not None else (float(u.lat or 0.0), float(u.lon or 0.0))
-            if dst not in self._rtt_memo:
+            dst: str | tuple[float, float] = (
+                u.site if u.site is not None else (float(u.lat or 0.0), float(u.lon or 0.0))
+            )
+            key = (dst, quantile)
+            if key not in self._rtt_memo:
                 if len(self._rtt_memo) > 1024:
                     self._rtt_memo.clear()
-                rtt = np.array([self._rtt_or_inf(s.id, dst) for s in self.table.sites], dtype=np.float64)
+                ids = [s.id for s in self.table.sites]
+                rtt = np.array(self.latency.rtt_from_sites(ids, dst, quantile), dtype=np.float64)
+                if isinstance(dst, str) and dst in self.table.site_index:
+                    rtt[self.table.site_index[dst]] = 0.0  # users at a site are served by that site
                 rtt.flags.writeable = False
-                self._rtt_memo[dst] = rtt
-            out[u.name] = self._rtt_memo[dst]
+                self._rtt_memo[key] = rtt
+            out[u.name] = self._rtt_memo[key]
         return out
-
-    def _rtt_or_inf(self, src: str, dst: str | tuple[float, float]) -> float:
-        if src == dst:
-            return 0.0
-        try:
-            return self.latency.rtt(src, dst)[0]
-        except (KeyError, ValueError):
-            return float("inf")  # a site without coordinates can promise no latency
 
 
 # ---- loading the bundled snapshot ---------------------------------------------------
@@ -151,13 +155,14 @@ def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
             s,
             LatencyRow,
             [
-                {"src": a, "dst": b, "rtt_ms": float(r), "statistic": str(st), "source": str(so)}
-                for a, b, r, st, so in zip(
+                {"src": a, "dst": b, "rtt_ms": float(r), "statistic": str(st), "source": str(so), "rtt_p95_ms": p95}
+                for a, b, r, st, so, p95 in zip(
                     latency["src"],
                     latency["dst"],
                     latency["rtt_ms"],
                     latency["statistic"],
                     latency["source"],
+                    latency["rtt_p95_ms"].astype(float),
                     strict=True,
                 )
             ],
@@ -231,7 +236,7 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
         version = current_version(s)
         sites = [r.to_domain() for r in s.scalars(select(SiteRow).order_by(SiteRow.id))]
         rows = s.execute(select(*PoolRow.domain_columns()).order_by(PoolRow.id)).all()
-        latency_rows = s.execute(select(LatencyRow.src, LatencyRow.dst, LatencyRow.rtt_ms, LatencyRow.source)).all()
+        latency_rows = s.execute(select(LatencyRow.src, LatencyRow.dst, LatencyRow.rtt_ms, LatencyRow.rtt_p95_ms)).all()
         egress_rows = s.execute(select(EgressRow.src, EgressRow.dst, EgressRow.usd_per_gb)).all()
         storage_rows = s.execute(
             select(StoragePriceRow.provider, StoragePriceRow.tier, StoragePriceRow.usd_per_gb_month)
@@ -344,7 +349,7 @@ class CatalogCache:
         with self._lock:
             cat = self._by_version.get(version)
             if cat is None:
-                path = self._disk_dir / f"catalog-{version}.pickle" if self._disk_dir else None
+                path = self._disk_dir / f"catalog-{version}.f{_PICKLE_FORMAT}.pickle" if self._disk_dir else None
                 cat = _load_from_disk(path, version) if path else None
                 if cat is None:
                     cat = read_catalog(self._factory)

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import BrokerError
-from broker.settings import Settings
-
-if TYPE_CHECKING:
-    from broker.app import Broker
 
 
 def register(app: typer.Typer) -> None:
@@ -23,13 +20,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(apikey_app, name="apikey")
     app.add_typer(budget_app, name="budget")
 
-    def _broker() -> Broker:
-        from broker.app import Broker
-
-        return Broker.open(Settings())
-
     @apikey_app.command("create")
     def apikey_create(
+        ctx: typer.Context,
         tenant: Annotated[str, typer.Option(help="tenant the key belongs to")],
         role: Annotated[str, typer.Option(help="viewer | planner | admin")],
         name: Annotated[str, typer.Option(help="a label for the key")] = "",
@@ -38,7 +31,7 @@ def register(app: typer.Typer) -> None:
         from broker.access.keys import KeyStore, parse_role
 
         try:
-            desc, key = KeyStore(_broker().sessions).create(tenant=tenant, role=parse_role(role), name=name)
+            desc, key = KeyStore(edge(ctx).broker().sessions).create(tenant=tenant, role=parse_role(role), name=name)
         except BrokerError as exc:
             err.print(f"[red]{exc.detail}[/red]")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -46,18 +39,18 @@ def register(app: typer.Typer) -> None:
         print(key)
 
     @apikey_app.command("list")
-    def apikey_list(tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def apikey_list(ctx: typer.Context, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
         """The tenant's keys (never the keys themselves)."""
         from broker.access.keys import KeyStore
 
-        print(json.dumps(KeyStore(_broker().sessions).list_keys(tenant=tenant), indent=2))
+        print(json.dumps(KeyStore(edge(ctx).broker().sessions).list_keys(tenant=tenant), indent=2))
 
     @apikey_app.command("revoke")
-    def apikey_revoke(key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def apikey_revoke(ctx: typer.Context, key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
         from broker.access.keys import KeyStore
 
         try:
-            KeyStore(_broker().sessions).revoke(key_id, tenant=tenant)
+            KeyStore(edge(ctx).broker().sessions).revoke(key_id, tenant=tenant)
         except BrokerError as exc:
             err.print(f"[red]{exc.detail}[/red]")
             raise typer.Exit(1) from exc
@@ -65,6 +58,7 @@ def register(app: typer.Typer) -> None:
 
     @budget_app.command("set")
     def budget_set(
+        ctx: typer.Context,
         tenant: Annotated[str, typer.Option(help="tenant")],
         monthly_usd: Annotated[float, typer.Option(help="monthly budget in USD")],
         team: Annotated[str, typer.Option(help="team label; omitted: the whole tenant")] = "",
@@ -73,35 +67,36 @@ def register(app: typer.Typer) -> None:
         from broker.placements.budgets import Budgets
 
         try:
-            figures = Budgets(_broker().sessions).set(tenant=tenant, team=team, monthly_usd=monthly_usd)
+            figures = Budgets(edge(ctx).broker().sessions).set(tenant=tenant, team=team, monthly_usd=monthly_usd)
         except BrokerError as exc:
             err.print(f"[red]{exc.detail}[/red]")
             raise typer.Exit(EXIT_INVALID) from exc
         print(json.dumps(figures, indent=2))
 
     @budget_app.command("show")
-    def budget_show(tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def budget_show(ctx: typer.Context, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
         """Budgets of a tenant with what is committed against them."""
         from broker.placements.budgets import Budgets
 
-        print(json.dumps(Budgets(_broker().sessions).report(tenant=tenant), indent=2))
+        print(json.dumps(Budgets(edge(ctx).broker().sessions).report(tenant=tenant), indent=2))
 
     @app.command()
-    def migrate() -> None:
+    def migrate(ctx: typer.Context) -> None:
         """Migrate the database to the newest schema and load the catalog if it is empty."""
-        cat = _broker().catalog()
+        cat = edge(ctx).broker().catalog()
         err.print(f"database ready: catalog {cat.version[:8]}, {cat.table.n_pools} pools")
 
     @app.command()
     def worker(
+        ctx: typer.Context,
         burst: Annotated[bool, typer.Option(help="stop when no job is left")] = False,
     ) -> None:
         """Run queued jobs: from Redis when BROKER_REDIS_URL is set, else from the database."""
         from broker.jobs.worker import serve
         from broker.observability import configure_logging
 
-        settings = Settings()
+        settings = edge(ctx).settings
         configure_logging(settings.log_format)
         where = f"Redis queue {settings.queue_name!r}" if settings.redis_url else "the database"
         err.print(f"worker: running jobs from {where}")
-        serve(_broker(), burst=burst)
+        serve(edge(ctx).broker(), burst=burst)

@@ -9,35 +9,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
+from broker.cli.failures import print_infeasible, print_invalid
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
-from broker.settings import Settings
 
 out, err = Console(), Console(stderr=True)
 
 
-def _broker() -> Any:
-    from broker.app import Broker
-
-    return Broker.open(Settings())
-
-
 def _fail(exc: BrokerError) -> typer.Exit:
     if isinstance(exc, InvalidRequest):
-        err.print(f"[red]invalid:[/red] {exc.detail}")
-        for e in exc.errors:
-            err.print(f"  - {'.'.join(str(p) for p in e.get('loc', []))}: {e.get('msg')}")
+        print_invalid(exc, "input")
         return typer.Exit(EXIT_INVALID)
     if isinstance(exc, Infeasible):
-        err.print(f"[red]infeasible:[/red] {exc.detail}")
-        for c in exc.conflicts:
-            err.print(f"  - {c}")
+        print_infeasible(exc)
         return typer.Exit(EXIT_INFEASIBLE)
     err.print(f"[red]{exc.title}:[/red] {exc.detail}")
     return typer.Exit(EXIT_INVALID if isinstance(exc, NotFound) else EXIT_FAILED)
@@ -59,6 +50,7 @@ def register(app: typer.Typer) -> None:
 
     @clusters_app.command("add")
     def clusters_add(
+        ctx: typer.Context,
         name: Annotated[str, typer.Argument(help="cluster name (DNS label)")],
         site: Annotated[str, typer.Option(help="site id, e.g. aws:eu-central-1")],
         kubeconfig: Annotated[Path | None, typer.Option(help="kubeconfig file")] = None,
@@ -84,7 +76,7 @@ def register(app: typer.Typer) -> None:
         except ValidationError as exc:
             err.print(f"[red]invalid:[/red] {exc.errors()[0]['msg']}")
             raise typer.Exit(EXIT_INVALID) from exc
-        broker = _broker()
+        broker = edge(ctx).broker()
         try:
             cluster = add_cluster(broker.sessions, doc, known_sites=broker.catalog().sites)
         except BrokerError as exc:
@@ -94,11 +86,13 @@ def register(app: typer.Typer) -> None:
         )
 
     @clusters_app.command("list")
-    def clusters_list(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    def clusters_list(
+        ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False
+    ) -> None:
         """The registered clusters."""
         from broker.dispatch.clusters import list_clusters
 
-        clusters = list_clusters(_broker().sessions)
+        clusters = list_clusters(edge(ctx).broker().sessions)
         if as_json:
             print(json.dumps([c.to_json() for c in clusters], indent=2))
             return
@@ -110,18 +104,19 @@ def register(app: typer.Typer) -> None:
         out.print(table)
 
     @clusters_app.command("remove")
-    def clusters_remove(name: Annotated[str, typer.Argument(help="cluster name")]) -> None:
+    def clusters_remove(ctx: typer.Context, name: Annotated[str, typer.Argument(help="cluster name")]) -> None:
         """Forget a cluster (what runs on it is left alone)."""
         from broker.dispatch.clusters import remove_cluster
 
         try:
-            remove_cluster(_broker().sessions, name)
+            remove_cluster(edge(ctx).broker().sessions, name)
         except BrokerError as exc:
             raise _fail(exc) from exc
         out.print(f"removed cluster {name}")
 
     @app.command("dispatch")
     def dispatch(
+        ctx: typer.Context,
         placement_id: Annotated[str, typer.Argument(help="stored placement id")],
         dry_run: Annotated[bool, typer.Option("--dry-run", help="print the manifests, apply nothing")] = False,
         template: Annotated[
@@ -138,7 +133,7 @@ def register(app: typer.Typer) -> None:
         try:
             templates = {w: Path(f).read_text() for w, f in _pairs(template or [], "template").items()}
             doc = DispatchIn(dry_run=dry_run, templates=templates, images=_pairs(image or [], "image"))
-            result = DispatchService(_broker()).dispatch(placement_id, doc)
+            result = DispatchService(edge(ctx).broker()).dispatch(placement_id, doc)
         except OSError as exc:
             err.print(f"[red]cannot read template:[/red] {exc}")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -171,6 +166,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("replan")
     def replan(
+        ctx: typer.Context,
         placement_id: Annotated[str, typer.Argument(help="stored placement id")],
         exclude_site: Annotated[list[str] | None, typer.Option(help="failed site to move away from (repeat)")] = None,
         replicas: Annotated[list[str] | None, typer.Option(help="WORKLOAD=N new replica count (repeat)")] = None,
@@ -198,7 +194,7 @@ def register(app: typer.Typer) -> None:
                 migration_cost_per_replica=migration_cost,
                 dry_run=dry_run,
             )
-            result = ReplanService(_broker()).replan(placement_id, doc)
+            result = ReplanService(edge(ctx).broker()).replan(placement_id, doc)
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]invalid:[/red] {exc}")
             raise typer.Exit(EXIT_INVALID) from exc

@@ -11,9 +11,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import InvalidRequest
-from broker.settings import Settings
 
 
 class ExportFormat(StrEnum):
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
 
     @export_app.command("focus")
     def focus(
+        ctx: typer.Context,
         start: Annotated[
             str | None, typer.Option("--from", help="window start, ISO 8601 (default: 30 days before --to)")
         ] = None,
@@ -49,7 +50,6 @@ def register(app: typer.Typer) -> None:
         tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
     ) -> None:
         """One FOCUS row per placement node pool (plus storage and egress) per UTC day."""
-        from broker.app import Broker
         from broker.finops.focus_io import to_csv, to_parquet
         from broker.finops.service import FinOps
 
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
                 raise InvalidRequest(
                     "parquet is binary: give --output FILE", errors=[{"loc": ["--output"], "msg": "required"}]
                 )
-            rows = FinOps(Broker.open(Settings())).focus(tenant=tenant, start=lo, end=hi)
+            rows = FinOps(edge(ctx).broker()).focus(tenant=tenant, start=lo, end=hi)
         except InvalidRequest as exc:
             err.print(f"[red]invalid:[/red] {exc.detail}")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -71,3 +71,29 @@ def register(app: typer.Typer) -> None:
         else:
             output.write_bytes(body)
             err.print(f"wrote {len(rows)} FOCUS rows to {output}")
+
+    @export_app.command("karpenter")
+    def karpenter(
+        ctx: typer.Context,
+        provider: Annotated[str, typer.Option(help="aws or azure")] = "aws",
+        commitments: Annotated[
+            bool, typer.Option(help="also price committed capacity (every node of the type gets that price)")
+        ] = False,
+    ) -> None:
+        """Karpenter NodeOverlays (YAML on stdout) carrying negotiated discounts and, with
+        --commitments, committed capacity: `broker export karpenter | kubectl apply -f -`."""
+        import yaml
+
+        from broker.integrations.service import node_overlays
+
+        err = Console(stderr=True)
+        try:
+            overlays, notes = node_overlays(edge(ctx).broker(), provider=provider, commitments=commitments)
+        except InvalidRequest as exc:
+            err.print(f"[red]invalid:[/red] {exc.detail}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        for note in notes:
+            err.print(f"skipped {note}")
+        if overlays:
+            sys.stdout.write(yaml.safe_dump_all(overlays, sort_keys=False))
+        err.print(f"{len(overlays)} NodeOverlay objects")

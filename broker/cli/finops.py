@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from broker.settings import Settings
+from broker.cli.context import edge
 
 
 def register(app: typer.Typer) -> None:
@@ -18,16 +18,16 @@ def register(app: typer.Typer) -> None:
 
     @finops_app.command("savings")
     def savings(
+        ctx: typer.Context,
         group_by: Annotated[str, typer.Option(help="provider, site, tenant, team, pool, name, workload")] = "provider",
         tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
     ) -> None:
         """Savings against the baseline over the last 30 days, grouped."""
-        from broker.app import Broker
         from broker.finops.documents import SavingsOut
         from broker.finops.service import FinOps
 
-        report = FinOps(Broker.open(Settings())).savings(tenant=tenant, group_by=group_by)
+        report = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by)
         doc = SavingsOut.from_domain(report).model_dump(mode="json", by_alias=True)
         if as_json:
             print(json.dumps(doc, indent=2))
@@ -49,12 +49,12 @@ def register(app: typer.Typer) -> None:
 
     @finops_app.command("seed-demo")
     def seed_demo(
+        ctx: typer.Context,
         days: Annotated[int, typer.Option(help="spread the placements over this many past days")] = 30,
         per_service: Annotated[int, typer.Option(help="placements stored per demo service")] = 8,
     ) -> None:
         """Store demo placements (three services of two tenants, solved for real) to try the dashboard."""
-        from broker.app import Broker
         from broker.finops.demo import seed_demo as seed
 
-        ids = seed(Broker.open(Settings()), days=days, per_service=per_service)
+        ids = seed(edge(ctx).broker(), days=days, per_service=per_service)
         Console(stderr=True).print(f"stored {len(ids)} demo placements; open /dashboard")

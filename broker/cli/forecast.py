@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import BrokerError, InvalidRequest
-from broker.settings import Settings
 
 
 def _scores_table(title: str, scores: dict[str, dict[str, float]]) -> Table:
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Hold out the last N points of each series, train on the rest, score model and baselines."""
-        from broker.cli.usage import print_invalid
+        from broker.cli.failures import print_invalid
         from broker.forecast.evaluate import evaluate, predictions_frame
         from broker.forecast.history import HistoryError, parse_long_frame, regularize
         from broker.forecast.model import TrainParams
@@ -79,17 +79,17 @@ def register(app: typer.Typer) -> None:
 
     @fc_app.command("train")
     def train_cmd(
+        ctx: typer.Context,
         metric: Annotated[str, typer.Option(help="cpu or memory_gib")] = "cpu",
         horizon: Annotated[int, typer.Option(help="steps ahead (5 min each)")] = 288,
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
     ) -> None:
         """Train a new model version on all stored usage of a metric (scored on a hold-out first)."""
-        from broker.app import Broker
         from broker.forecast.model import TrainParams
         from broker.usage.service import UsageStore
 
         out, err = Console(), Console(stderr=True)
-        store = UsageStore(Broker.open(Settings()).sessions)
+        store = UsageStore(edge(ctx).broker().sessions)
         try:
             with err.status("training...") as status:
                 summary = store.train(
@@ -104,13 +104,12 @@ def register(app: typer.Typer) -> None:
         out.print(_scores_table(f"model v{summary['version']} ({metric})", summary["metrics"]))
 
     @fc_app.command("models")
-    def models_cmd() -> None:
+    def models_cmd(ctx: typer.Context) -> None:
         """List stored model versions with their hold-out metrics."""
-        from broker.app import Broker
         from broker.usage.service import UsageStore
 
         t = Table("version", "created", "metric", "series", "rows", "MAE", "MAE / seasonal-naive", "p95 cov %")
-        for m in UsageStore(Broker.open(Settings()).sessions).list_models():
+        for m in UsageStore(edge(ctx).broker().sessions).list_models():
             x, sn = m["metrics"].get("xgboost", {}), m["metrics"].get("seasonal_naive", {})
             ratio = x.get("mae", 0) / sn["mae"] if sn.get("mae") else float("nan")
             t.add_row(

@@ -13,9 +13,10 @@ import typer
 import yaml
 from rich.console import Console
 
+from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT
+from broker.cli.failures import print_infeasible, print_invalid
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
-from broker.settings import Settings
 
 app = typer.Typer(help="Hybrid-cloud, cost-optimizing placement broker.", no_args_is_help=True, add_completion=False)
 catalog_app = typer.Typer(help="The bundled price and site catalog.", no_args_is_help=True)
@@ -25,20 +26,22 @@ out = Console()
 err = Console(stderr=True)
 
 
+@app.callback()
+def _edge(ctx: typer.Context) -> None:
+    # built lazily: settings and the Broker come into being when a command first asks
+    ctx.obj = Edge()
+    ctx.call_on_close(ctx.obj.close)
+
+
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
     markdown = "markdown"
 
 
-def _broker() -> Any:
-    from broker.app import Broker
-
-    return Broker.open(Settings())
-
-
 @app.command()
 def serve(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
     workers: Annotated[int, typer.Option(help="worker processes")] = 1,
@@ -47,22 +50,23 @@ def serve(
     import uvicorn
 
     with err.status("preparing database and catalog (first start loads ~190k prices)..."):
-        broker = _broker()
-        cat = broker.catalog()
+        cat = edge(ctx).broker().catalog()
     err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
     err.print(f"serving on http://{host}:{port}  (docs at /docs)")
-    # by import string, so the CLI (broker layer) does not import the api layer; the
-    # in-process catalog cache is shared by version with the app built there
+    # by import string, so the CLI (broker layer) does not import the api layer. Each server
+    # process builds its own Broker there (api.main); this one only prepared the database
+    # before any worker starts, so it lets its connections go. The in-process catalog cache
+    # is shared by version with the app built in this process.
+    edge(ctx).close()
     uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="info")
 
 
 @catalog_app.command("load")
-def catalog_load() -> None:
+def catalog_load(ctx: typer.Context) -> None:
     """(Re)load the bundled price and site snapshot."""
-    from broker.app import Broker
     from broker.catalog import store as catalog
 
-    broker = Broker.open(Settings())
+    broker = edge(ctx).broker()
     with err.status("loading bundled catalog..."):
         counts = catalog.load_snapshot(broker.sessions)
     out.print(f"loaded {counts['sites']} sites, {counts['pools']} pools, {counts['latency_pairs']} latency pairs")
@@ -83,9 +87,9 @@ def _read_request(path: Path) -> Any:
         ) from exc
 
 
-def _place_remote(server: str, doc: Any) -> dict[str, Any]:
+def _place_remote(server: str, doc: Any, headers: dict[str, str]) -> dict[str, Any]:
     try:
-        r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300, headers=_auth())
+        r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300, headers=headers)
     except httpx.HTTPError as exc:
         err.print(f"[red]cannot reach {server}: {exc}[/red]")
         raise typer.Exit(1) from exc
@@ -102,23 +106,23 @@ def _place_remote(server: str, doc: Any) -> dict[str, Any]:
     raise typer.Exit(1)
 
 
-def _auth() -> dict[str, str]:
+def _auth(key: str) -> dict[str, str]:
     """`Authorization: Bearer $BROKER_API_KEY` for a server that requires keys."""
-    key = Settings().api_key
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def _previous_remote(server: str, name: str) -> dict[str, Any] | None:
-    r = httpx.get(f"{server.rstrip('/')}/v1/placements", params={"name": name, "limit": 1}, timeout=30, headers=_auth())
+def _previous_remote(server: str, name: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    r = httpx.get(f"{server.rstrip('/')}/v1/placements", params={"name": name, "limit": 1}, timeout=30, headers=headers)
     items = r.json().get("items", []) if r.status_code == 200 else []
     if not items:
         return None
-    got = httpx.get(f"{server.rstrip('/')}/v1/placements/{items[0]['id']}", timeout=30, headers=_auth())
+    got = httpx.get(f"{server.rstrip('/')}/v1/placements/{items[0]['id']}", timeout=30, headers=headers)
     return dict(got.json()) if got.status_code == 200 else None
 
 
 @app.command()
 def place(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Option("-f", "--file", help="request document (JSON or YAML; - for stdin)")],
     server: Annotated[str | None, typer.Option(help="broker URL; embedded when omitted")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="output format")] = OutputFormat.table,
@@ -132,12 +136,13 @@ def place(
     try:
         doc = _read_request(file)
         if server:
-            previous = _previous_remote(server, str(doc.get("name", ""))) if isinstance(doc, dict) else None
-            result = _place_remote(server, doc)
+            headers = _auth(edge(ctx).settings.api_key)
+            previous = _previous_remote(server, str(doc.get("name", "")), headers) if isinstance(doc, dict) else None
+            result = _place_remote(server, doc, headers)
         else:
             from broker.placements.documents import placement_document
 
-            broker = _broker()
+            broker = edge(ctx).broker()
             previous = None
             if isinstance(doc, dict) and doc.get("name"):
                 items, _ = broker.list_placements(name=str(doc["name"]), limit=1)
@@ -196,23 +201,29 @@ def _print_infeasible(exc: Infeasible, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2))
         return
-    err.print(f"[red]infeasible:[/red] {exc.detail}")
-    for c in exc.conflicts:
-        err.print(f"  - {c}")
+    print_infeasible(exc)
 
 
 def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "invalid", "detail": exc.detail, "errors": exc.errors}, indent=2))
         return
-    err.print(f"[red]invalid request:[/red] {exc.detail}")
-    for e in exc.errors:
-        loc = ".".join(str(p) for p in e.get("loc", []))
-        err.print(f"  - {loc}: {e.get('msg')}")
+    print_invalid(exc, "request")
 
 
 # Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = ["admin", "pricing", "sites", "export", "finops", "dispatch", "usage", "forecast"]
+COMMAND_MODULES = [
+    "admin",
+    "pricing",
+    "sites",
+    "export",
+    "finops",
+    "dispatch",
+    "usage",
+    "forecast",
+    "operator",
+    "latency",
+]
 
 
 def _register_command_modules() -> None:

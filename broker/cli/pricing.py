@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.errors import InvalidRequest
-from broker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
 
     @pricing_app.command("refresh")
     def refresh_cmd(
+        ctx: typer.Context,
         provider: Annotated[str, typer.Option(help="aws | azure | gcp | all")] = "all",
         region: Annotated[list[str] | None, typer.Option(help="region code; repeat for several")] = None,
         endpoint: Annotated[
@@ -27,12 +28,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Fetch current prices; one transaction per provider, a failed provider keeps its old prices."""
-        from broker.app import Broker
         from broker.catalog.refresh import refresh
 
         out, err = Console(), Console(stderr=True)
-        settings = Settings()
-        broker = Broker.open(settings)
+        broker = edge(ctx).broker()
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
         ) as bar:
@@ -44,7 +43,7 @@ def register(app: typer.Typer) -> None:
             try:
                 outcomes = refresh(
                     broker.sessions,
-                    settings,
+                    broker.settings,
                     provider=provider,
                     regions=region or None,
                     endpoint=endpoint,
@@ -74,14 +73,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_FAILED)
 
     @pricing_app.command("status")
-    def status_cmd() -> None:
+    def status_cmd(ctx: typer.Context) -> None:
         """Newest price date per source; sources older than BROKER_PRICE_STALE_AFTER_DAYS are flagged."""
-        from broker.app import Broker
         from broker.catalog.prices import stale_sources
 
-        settings = Settings()
-        cat = Broker.open(settings).catalog()
-        stale = stale_sources(cat.price_as_of, max_age_days=settings.price_stale_after_days)
+        broker = edge(ctx).broker()
+        cat = broker.catalog()
+        stale = stale_sources(cat.price_as_of, max_age_days=broker.settings.price_stale_after_days)
         table = Table("source", "prices as of", "stale")
         for source, as_of in sorted(cat.price_as_of.items()):
             table.add_row(source, as_of, "[yellow]stale[/yellow]" if source in stale else "")
@@ -89,6 +87,7 @@ def register(app: typer.Typer) -> None:
 
     @pricing_app.command("discount")
     def discount_cmd(
+        ctx: typer.Context,
         provider: Annotated[str, typer.Option(help="aws | azure | gcp")],
         pct: Annotated[float, typer.Option(help="discount in percent off the list price")],
         family: Annotated[str, typer.Option(help="glob on the instance type, e.g. 'm6i.*'")] = "*",
@@ -97,14 +96,13 @@ def register(app: typer.Typer) -> None:
         note: Annotated[str, typer.Option(help="e.g. the agreement it comes from")] = "",
     ) -> None:
         """Add a negotiated discount rule and re-price the provider's pools."""
-        from broker.app import Broker
         from broker.catalog.prices import add_discount
 
         if provider not in ("aws", "azure", "gcp") or not 0 < pct < 100:
             Console(stderr=True).print("[red]invalid:[/red] --provider aws|azure|gcp and 0 < --pct < 100")
             raise typer.Exit(EXIT_INVALID)
         rule = add_discount(
-            Broker.open(Settings()).sessions,
+            edge(ctx).broker().sessions,
             provider=provider,
             discount_pct=pct,
             family=family,
@@ -116,18 +114,18 @@ def register(app: typer.Typer) -> None:
 
     @pricing_app.command("commit")
     def commit_cmd(
+        ctx: typer.Context,
         site: Annotated[str, typer.Option(help="e.g. aws:eu-central-1")],
         instance_type: Annotated[str, typer.Option(help="e.g. m6i.xlarge")],
         count: Annotated[int, typer.Option(help="nodes already bought (reserved instances, committed nodes)")],
         usd_per_hour: Annotated[float, typer.Option(help="marginal price still paid per node-hour; 0 = sunk")] = 0.0,
     ) -> None:
         """Record already-bought capacity; the solver fills it before buying anything."""
-        from broker.app import Broker
         from broker.catalog.prices import commit_capacity
 
         try:
             done = commit_capacity(
-                Broker.open(Settings()).sessions,
+                edge(ctx).broker().sessions,
                 site=site,
                 instance_type=instance_type,
                 count=count,

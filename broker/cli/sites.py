@@ -9,9 +9,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import print_invalid
 from broker.errors import InvalidRequest
-from broker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -19,24 +20,18 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sites_app, name="sites")
 
     @sites_app.command("import")
-    def import_(file: Annotated[Path, typer.Argument(help="sites YAML or JSON file")]) -> None:
+    def import_(ctx: typer.Context, file: Annotated[Path, typer.Argument(help="sites YAML or JSON file")]) -> None:
         """Add or update private and edge sites; nothing changes when the file is invalid."""
-        from broker.app import Broker
         from broker.catalog.private_sites import import_sites, read_sites_file
 
-        out, err = Console(), Console(stderr=True)
         try:
             doc = read_sites_file(file)
         except InvalidRequest as exc:
-            err.print(f"[red]invalid sites file:[/red] {exc.detail}")
-            for e in exc.errors:
-                loc = ".".join(str(p) for p in e.get("loc", []))
-                err.print(f"  - {loc}: {e.get('msg')}")
+            print_invalid(exc, "sites file")
             raise typer.Exit(EXIT_INVALID) from exc
-        broker = Broker.open(Settings())
-        result = import_sites(broker.sessions, doc)
+        result = import_sites(edge(ctx).broker().sessions, doc)
         table = Table("pool", "USD/node-hour", "max_nodes", title=f"imported {len(result['sites'])} site(s)")
         for site in result["sites"]:
             for p in site["pools"]:
                 table.add_row(p["id"], f"{p['price_per_hour']:.4f}", str(p["max_nodes"]))
-        out.print(table)
+        Console().print(table)

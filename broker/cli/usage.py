@@ -9,18 +9,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import err, print_invalid
 from broker.errors import BrokerError, InvalidRequest
-from broker.settings import Settings
-
-err = Console(stderr=True)
-
-
-def print_invalid(exc: InvalidRequest, what: str) -> None:
-    err.print(f"[red]invalid {what}:[/red] {exc.detail}")
-    for e in exc.errors:
-        loc = ".".join(str(p) for p in e.get("loc", []))
-        err.print(f"  - {loc}: {e.get('msg')}")
 
 
 def register(app: typer.Typer) -> None:
@@ -29,18 +21,18 @@ def register(app: typer.Typer) -> None:
 
     @usage_app.command("import")
     def import_(
+        ctx: typer.Context,
         file: Annotated[Path, typer.Argument(help="long CSV: series_id,timestamp,value[,metric]")],
         series: Annotated[str | None, typer.Option(help="store every row under this series name")] = None,
     ) -> None:
         """Import usage samples; timestamps in Unix seconds or ISO 8601. A re-import replaces its window."""
-        from broker.app import Broker
         from broker.usage.service import UsageStore, read_csv
 
         out = Console()
         try:
             with err.status(f"reading {file}..."):
                 frame = read_csv(file)
-                summary = UsageStore(Broker.open(Settings()).sessions).import_frame(frame, series=series)
+                summary = UsageStore(edge(ctx).broker().sessions).import_frame(frame, series=series)
         except InvalidRequest as exc:
             print_invalid(exc, "usage file")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -51,6 +43,7 @@ def register(app: typer.Typer) -> None:
 
     @usage_app.command("pull")
     def pull(
+        ctx: typer.Context,
         prometheus: Annotated[str, typer.Option(help="Prometheus base URL, e.g. http://prom:9090")],
         query: Annotated[str, typer.Option(help="PromQL, e.g. sum(rate(container_cpu_usage_seconds_total[5m]))")],
         series: Annotated[str | None, typer.Option(help="store the single result series under this name")] = None,
@@ -61,7 +54,6 @@ def register(app: typer.Typer) -> None:
         end: Annotated[float | None, typer.Option(help="end as Unix seconds (default: now)")] = None,
     ) -> None:
         """Pull usage over the Prometheus HTTP API (query_range) and store it."""
-        from broker.app import Broker
         from broker.usage.service import UsageStore, fetch_prometheus, parse_query_range
 
         out = Console()
@@ -70,20 +62,19 @@ def register(app: typer.Typer) -> None:
             with err.status(f"querying {prometheus}..."):
                 doc = fetch_prometheus(prometheus, query, start=stop - hours * 3600, end=stop, step_s=step)
                 frame = parse_query_range(doc, series_label=series_label, series=series).assign(metric=metric)
-                summary = UsageStore(Broker.open(Settings()).sessions).import_frame(frame)
+                summary = UsageStore(edge(ctx).broker().sessions).import_frame(frame)
         except InvalidRequest as exc:
             print_invalid(exc, "Prometheus answer")
             raise typer.Exit(EXIT_INVALID) from exc
         out.print(f"pulled {summary.rows} samples of {len(summary.series)} series: {', '.join(summary.series)}")
 
     @usage_app.command("show")
-    def show(name: Annotated[str, typer.Argument(help="series name")]) -> None:
+    def show(ctx: typer.Context, name: Annotated[str, typer.Argument(help="series name")]) -> None:
         """What is stored for one series."""
-        from broker.app import Broker
         from broker.usage.service import UsageStore
 
         try:
-            doc = UsageStore(Broker.open(Settings()).sessions).series_summary(name)
+            doc = UsageStore(edge(ctx).broker().sessions).series_summary(name)
         except BrokerError as exc:
             err.print(f"[red]{exc.detail}[/red]")
             raise typer.Exit(1) from exc

@@ -170,6 +170,7 @@ class PlacementRequest:
     current: tuple[tuple[str, str, int], ...] = ()  # (workload, pool, replicas)
     migration_cost_per_replica: float = 0.0  # USD, one-off, amortised over horizon_hours
     max_moves: int | None = None
+    latency_quantile: str = "p50"  # the RTT statistic SLOs are checked against: p50 typical, p95 conservative
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +190,7 @@ class Assignment:
     replicas: int
     latency_ms: Mapping[str, float]
     explanation: Explanation
+    latency_slo_margin_ms: Mapping[str, float] = field(default_factory=dict)  # SLO - RTT per user region
 
 
 @dataclass(frozen=True, slots=True)

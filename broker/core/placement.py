@@ -98,6 +98,7 @@ class Placement:
     request: Mapping[str, Any]
     id: str | None = None
     created_at: datetime | None = None  # UTC
+    latency_quantile: str = "p50"  # the RTT statistic of every latency_ms and SLO margin
     price_as_of: Mapping[str, str] = field(default_factory=dict)  # provider -> newest price date used
     prices: PriceSnapshot | None = None
     rightsizing: SizingReport | None = None

@@ -150,10 +150,3 @@ def resolve_policy(value: str | Mapping[str, Any]) -> ResidencyPolicy:
         allowed_jurisdictions=juris,
         description="inline policy",
     )
-
-
-def policy_label(policy: ResidencyPolicy) -> str:
-    """Label used in constraint names: the built-in name, or ``inline``."""
-    if policy.name in BUILTIN_POLICIES and BUILTIN_POLICIES[policy.name] == policy:
-        return policy.name
-    return INLINE_LABEL

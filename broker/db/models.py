@@ -141,9 +141,10 @@ class LatencyRow(Base):
     __tablename__ = "latency"
     src: Mapped[str] = mapped_column(String(200), primary_key=True)
     dst: Mapped[str] = mapped_column(String(200), primary_key=True)
-    rtt_ms: Mapped[float] = mapped_column(Float)
+    rtt_ms: Mapped[float] = mapped_column(Float)  # the pair's median (typical) RTT
     statistic: Mapped[str] = mapped_column(String(40))
     source: Mapped[str] = mapped_column(String(80))
+    rtt_p95_ms: Mapped[float | None] = mapped_column(Float, nullable=True)  # conservative; null: use rtt_ms
 
 
 class EgressRow(Base):

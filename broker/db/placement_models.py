@@ -110,6 +110,7 @@ class PlacementAssignmentRow(Base):
     site: Mapped[str] = mapped_column(String(200), index=True)
     replicas: Mapped[int] = mapped_column(Integer)
     latency_ms: Mapped[dict[str, float]] = mapped_column(JSON)  # user region -> RTT
+    latency_slo_margin_ms: Mapped[dict[str, float]] = mapped_column(JSON)  # user region -> SLO minus RTT
     cost_per_hour: Mapped[float] = mapped_column(Float)
     binding: Mapped[list[str]] = mapped_column(JSON)
     next_best: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -126,6 +127,7 @@ class PlacementAssignmentRow(Base):
             site=a.site,
             replicas=a.replicas,
             latency_ms=dict(a.latency_ms),
+            latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
             cost_per_hour=ex.cost_per_hour,
             binding=list(ex.binding),
             next_best=ex.next_best,
@@ -148,6 +150,7 @@ class PlacementAssignmentRow(Base):
                 next_best_extra_per_hour=r.next_best_extra_per_hour,
                 cost_breakdown=dict(r.cost_breakdown),
             ),
+            latency_slo_margin_ms=dict(r.latency_slo_margin_ms),
         )
 
 
@@ -295,6 +298,7 @@ class PlacementRow(Base):
     solve_ms: Mapped[int] = mapped_column(Integer)
     egress_cost_per_hour: Mapped[float] = mapped_column(Float)
     storage_cost_per_hour: Mapped[float] = mapped_column(Float)
+    latency_quantile: Mapped[str] = mapped_column(String(8))  # p50 | p95: the statistic of the latencies
     rejected: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)  # workload -> reason -> pools
     warnings: Mapped[list[str]] = mapped_column(JSON)
     price_as_of: Mapped[dict[str, str]] = mapped_column(JSON)  # provider -> newest price date used
@@ -343,6 +347,7 @@ class PlacementRow(Base):
             solve_ms=r.solve_ms,
             egress_cost_per_hour=r.egress_cost_per_hour,
             storage_cost_per_hour=r.storage_cost_per_hour,
+            latency_quantile=p.latency_quantile,
             rejected={w: dict(v) for w, v in r.rejected.items()},
             warnings=list(r.warnings),
             price_as_of=dict(p.price_as_of),
@@ -406,6 +411,7 @@ class PlacementRow(Base):
             request=dict(h.request),
             id=h.id,
             created_at=as_utc(h.created_at),
+            latency_quantile=h.latency_quantile,
             price_as_of=dict(h.price_as_of),
             prices=prices,
             rightsizing=sizing,

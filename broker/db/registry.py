@@ -7,6 +7,7 @@ from broker.db import (
     dispatch_models,  # noqa: F401
     finops_models,  # noqa: F401
     forecast_models,  # noqa: F401
+    latency_models,  # noqa: F401
     models,  # noqa: F401
     placement_models,  # noqa: F401
     price_models,  # noqa: F401

@@ -1,4 +1,4 @@
-"""Actual demand for the dashboard's forecast panel, read from the forecasting area's usage samples.
+"""Actual demand for the dashboard's forecast panel, read from the usage samples.
 
 Each series' samples are averaged per bucket, then summed across series, so a
 5-minute series and an hourly one weigh the same per hour.
@@ -13,18 +13,21 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.db.forecast_models import UsageSampleRow
+
 METRIC = "cpu"
+
+
+def bucket_seconds(start: datetime, end: datetime) -> int:
+    """Hourly points up to a week, daily beyond."""
+    return 3600 if end - start <= timedelta(days=7) else 86400
 
 
 def actual_demand(
     factory: sessionmaker[Session], *, tenant: str | None, start: datetime, end: datetime
 ) -> list[dict[str, Any]] | None:
-    """Per-bucket total demand in [start, end), or None when usage history is not installed."""
-    try:
-        from broker.db.forecast_models import UsageSampleRow
-    except ImportError:
-        return None
-    bucket = 3600 if end - start <= timedelta(days=7) else 86400
+    """Per-bucket total demand in [start, end), or None when the usage table is not migrated."""
+    bucket = bucket_seconds(start, end)
     b = (UsageSampleRow.ts // bucket * bucket).label("b")
     conds = [UsageSampleRow.metric == METRIC, UsageSampleRow.ts >= int(start.timestamp()),
              UsageSampleRow.ts < int(end.timestamp())]  # fmt: skip

@@ -15,12 +15,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from broker.core.domain import HOURS_PER_MONTH, Assignment
 from broker.core.placement import Placement
 
-GroupBy = Literal["provider", "site", "tenant", "team", "pool", "name", "workload", "capacity_type"]
 GROUP_BYS: tuple[str, ...] = (
     "provider",
     "site",

@@ -6,7 +6,6 @@ kilobytes however many placements are stored.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,7 +16,7 @@ from broker.core.domain import Site
 from broker.core.placement import Placement
 from broker.errors import InvalidRequest
 from broker.finops import store
-from broker.finops.demand import actual_demand
+from broker.finops.demand import actual_demand, bucket_seconds
 from broker.finops.focus import focus_rows
 from broker.finops.ledger import (
     GROUP_BYS,
@@ -30,6 +29,8 @@ from broker.finops.ledger import (
     summarize_by,
 )
 from broker.placements.store import PlacementStore
+from broker.usage.day_ahead import day_ahead
+from broker.usage.service import UsageStore
 
 DEFAULT_WINDOW = timedelta(days=30)
 MAX_FOCUS_WINDOW = timedelta(days=366)
@@ -166,22 +167,29 @@ class FinOps:
         return out
 
     def _forecast(self, tenant: str | None, start: datetime, end: datetime) -> dict[str, Any]:
-        """Forecast vs actual demand, from the forecasting area's service when it is installed."""
-        try:
-            fn = getattr(importlib.import_module("broker.forecast.service"), "forecast_vs_actual", None)
-        except ImportError:
-            fn = None
-        if fn is None:
-            # no forecast to compare yet: show the actual demand the usage history records
-            actual = actual_demand(self.broker.sessions, tenant=tenant, start=start, end=end)
-            if not actual:
-                return {"available": False, "reason": "no usage history in this window", "series": []}
-            return {"available": True, "reason": "actual demand only: no forecast stored", "series": actual}
-        try:
-            data = fn(self.broker, tenant=tenant, start=start, end=end)
-        except Exception as exc:  # another area's service must not take the dashboard down
-            return {"available": False, "reason": f"forecast unavailable: {type(exc).__name__}", "series": []}
-        series_ = list(data or [])
-        if not series_:
-            return {"available": False, "reason": "no usage history yet", "series": []}
-        return {"available": True, "reason": "", "series": series_}
+        """Forecast vs actual demand: the usage history's demand per bucket, and the day-ahead
+        forecast of its last day (broker/usage/day_ahead.py) on the buckets of that day."""
+        actual = actual_demand(self.broker.sessions, tenant=tenant, start=start, end=end)
+        if not actual:
+            return {"available": False, "reason": "no usage history in this window", "series": []}
+        bucket = bucket_seconds(start, end)
+        ahead = day_ahead(UsageStore(self.broker.sessions), tenant=tenant, start=start, end=end, bucket_s=bucket)
+        if ahead is None:
+            reason = "actual demand only: no usage history before its last day to forecast it from"
+            return {"available": True, "reason": reason, "series": actual}
+        points = {p["timestamp"]: p for p in actual}
+        for b, (p50, p95) in ahead.buckets.items():
+            stamp = datetime.fromtimestamp(b, UTC).isoformat()
+            point = points.setdefault(stamp, {"timestamp": stamp, "actual": None, "p50": None, "p95": None})
+            point["p50"], point["p95"] = round(p50, 4), round(p95, 4)
+        return {
+            "available": True,
+            "reason": "",
+            "series": [points[k] for k in sorted(points)],  # one ISO format, UTC: sorts as time
+            "forecast": {
+                "from": datetime.fromtimestamp(ahead.start, UTC).isoformat(),
+                "to": datetime.fromtimestamp(ahead.end, UTC).isoformat(),
+                "model_version": ahead.model_version,
+                "method": ahead.method,
+            },
+        }

@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.service_models import JobRow
 from broker.db.session import transaction
-from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
+from broker.errors import BrokerError, NotFound
 from broker.observability import JOBS, tenant_var
 from broker.placements.documents import placement_document
+from broker.problems import error_problem, internal_problem
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.jobs")
 
 KIND_PLACEMENT = "placement"
+# where each kind of job was asked for: a failed job's problem document names it as its
+# `instance`, so the document is the one that request would have been answered with
+SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements"}
 # a job still "running" after this long was left by a runner that died; it may be claimed again
 STALE_RUNNING = timedelta(hours=1)
 
@@ -132,26 +136,17 @@ def run_job(broker: Broker, job_id: str) -> str:
     if row is None:
         return "skipped"
     token = tenant_var.set(row.tenant)
+    instance = SUBMITTED_AT.get(row.kind, f"/v1/jobs/{job_id}")
     try:
         placement, _stored = broker.place(row.request, tenant=row.tenant)
     except BrokerError as exc:
-        store.finish(job_id, result=None, error=_problem(exc))
+        store.finish(job_id, result=None, error=error_problem(exc, instance=instance))
         return "failed"
-    except Exception as exc:  # a job must end with a status, whatever broke
+    except Exception:  # a job must end with a status, whatever broke
         log.exception("job %s crashed", job_id)
-        store.finish(job_id, result=None, error={"type": "internal", "detail": type(exc).__name__})
+        store.finish(job_id, result=None, error=internal_problem(instance=instance))
         return "failed"
     finally:
         tenant_var.reset(token)
     store.finish(job_id, result=placement_document(placement), error=None)
     return "succeeded"
-
-
-def _problem(exc: BrokerError) -> dict[str, Any]:
-    doc: dict[str, Any] = {"type": type(exc).__name__, "title": exc.title, "detail": exc.detail}
-    doc.update({k: v for k, v in exc.extra.items() if v is not None})
-    if isinstance(exc, Infeasible):
-        doc["conflicts"] = exc.conflicts
-    if isinstance(exc, InvalidRequest):
-        doc["errors"] = exc.errors
-    return doc

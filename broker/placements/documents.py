@@ -165,6 +165,11 @@ class PlacementRequestIn(Strict):
     current: list[CurrentIn] = Field(default_factory=list)
     migration_cost_per_replica: float = Field(0.0, ge=0, le=1_000_000)
     max_moves: int | None = Field(None, ge=0)
+    # which RTT statistic latency SLOs are checked against (docs/latency.md): the typical
+    # round trip (median) or a conservative one that ~92 % of measured pairs stay under
+    latency_quantile: Literal["p50", "p95"] = Field(
+        "p50", description="RTT statistic for latency_slo_ms: p50 (typical, default) or p95 (conservative)"
+    )
     # production service (docs/operations.md): budget scope, budget override, async job
     team: Name | None = None
     allow_over_budget: bool = False
@@ -182,6 +187,7 @@ class PlacementRequestIn(Strict):
             current=tuple((c.workload, c.pool, c.replicas) for c in self.current),
             migration_cost_per_replica=self.migration_cost_per_replica,
             max_moves=self.max_moves,
+            latency_quantile=self.latency_quantile,
         )
 
 
@@ -213,6 +219,8 @@ class AssignmentOut(BaseModel):
     replicas: int
     latency_ms: dict[str, float]
     explanation: ExplanationOut
+    # per SLO of the workload: its bound minus the RTT from this site (ms, in latency_quantile)
+    latency_slo_margin_ms: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
     def from_domain(cls, a: Assignment) -> AssignmentOut:
@@ -223,6 +231,7 @@ class AssignmentOut(BaseModel):
             replicas=a.replicas,
             latency_ms=dict(a.latency_ms),
             explanation=ExplanationOut.from_domain(a.explanation),
+            latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
         )
 
 
@@ -309,6 +318,7 @@ class PlacementOut(BaseModel):
     assignments: list[AssignmentOut]
     egress_cost_per_hour: float
     storage_cost_per_hour: float
+    latency_quantile: Literal["p50", "p95"] = "p50"  # the statistic of every latency_ms and margin
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
@@ -337,6 +347,7 @@ class PlacementOut(BaseModel):
             assignments=[AssignmentOut.from_domain(a) for a in r.assignments],
             egress_cost_per_hour=r.egress_cost_per_hour,
             storage_cost_per_hour=r.storage_cost_per_hour,
+            latency_quantile=p.latency_quantile,
             rejected={k: dict(v) for k, v in r.rejected.items()},
             warnings=list(r.warnings),
             price_as_of=dict(p.price_as_of),

@@ -79,6 +79,7 @@ def explain_assignments(
                     site=t.sites[site].id,
                     replicas=r,
                     latency_ms=dict(latency_at[site]),
+                    latency_slo_margin_ms=_slo_margins(problem, w, site),
                     explanation=Explanation(
                         cost_per_hour=round(cost_compute + cost_storage, 6),
                         binding=tuple(row_binding),
@@ -89,6 +90,16 @@ def explain_assignments(
                 )
             )
     return tuple(rows)
+
+
+def _slo_margins(problem: PlacementProblem, w: Workload, site: int) -> dict[str, float]:
+    """How far under each of the workload's latency SLOs the site is (ms; >= 0 when placed)."""
+    out = {}
+    for region, slo in w.latency_slo_ms.items():
+        rtt = problem.user_rtt.get(region)
+        if rtt is not None and np.isfinite(rtt[site]):
+            out[region] = round(slo - float(rtt[site]), 1)
+    return out
 
 
 def _compute_costs(

@@ -160,6 +160,11 @@ def test_api_refresh_job_failure_reports_and_keeps_prices(client, broker, broken
     job = _wait(client, r.headers["Location"])
     assert job["status"] == "failed"
     assert "azure" in job["error"]
+    (outcome,) = job["result"]["providers"]
+    # the feed's failure is the broker's PricingUnavailable, as a problem document
+    problem = outcome["problem"]
+    assert problem["status"] == 503 and problem["type"].endswith("/pricing-unavailable")
+    assert problem["provider"] == "azure" and problem["detail"] == outcome["error"]
     assert _price(client, SPOT) == before
 
 

@@ -36,6 +36,8 @@ from tests.integration.dispatch_support import committed_docs, new_repo
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
 PROBLEM = "application/problem+json"
+LATENCY_PATH = {"from": "aws:us-east-1", "to": "aws:us-west-2"}
+ALPHA_RTT = 55.5  # alpha's own measurement of LATENCY_PATH (the catalog says ~69 ms)
 SERIES = "alpha-web"
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 
@@ -94,6 +96,8 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             assert replan.status_code == 200, replan.text
             samples = [{"timestamp": T0 + 300 * i, "value": 1.0 + (i % 12) / 10} for i in range(288)]
             assert c.post(f"/v1/workloads/{SERIES}/usage", json={"samples": samples}, headers=a).status_code == 201
+            measured = {"measurements": [{**LATENCY_PATH, "rtt_ms": ALPHA_RTT, "source": "alpha-probe"}]}
+            assert c.post("/v1/latency/measurements", json=measured, headers=a).status_code == 201
             yield World(
                 c=c,
                 broker=b,
@@ -133,6 +137,14 @@ def placements_list(w: World, h: dict[str, str]) -> None:
 def placements_get(w: World, h: dict[str, str]) -> None:
     _not_found(w.c.get(f"/v1/placements/{w.pid}", headers=h))
     assert _ok(w.c.get(f"/v1/placements/{w.pid}", headers=w.a))["id"] == w.pid
+
+
+def karmada_get(w: World, h: dict[str, str]) -> None:
+    url = f"/v1/integrations/karmada/placements/{w.pid}"
+    _not_found(w.c.get(url, headers=h))
+    sites = {a["site"] for a in _ok(w.c.get(f"/v1/placements/{w.pid}", headers=w.a))["assignments"]}
+    mine = w.c.get(url, params={"member": [f"{s}=m{i}" for i, s in enumerate(sorted(sites))]}, headers=w.a)
+    assert mine.status_code == 200 and "PropagationPolicy" in mine.text
 
 
 def placements_post(w: World, h: dict[str, str]) -> None:
@@ -292,6 +304,25 @@ def forecast_get(w: World, h: dict[str, str]) -> None:
     assert len(mine["p50"]) == 12 and max(mine["p95"]) < 10
 
 
+def latency_get(w: World, h: dict[str, str]) -> None:
+    other = _ok(w.c.get("/v1/latency", params=LATENCY_PATH, headers=h))
+    assert other["rtt_ms"] != ALPHA_RTT
+    mine = _ok(w.c.get("/v1/latency", params=LATENCY_PATH, headers=w.a))
+    assert mine["rtt_ms"] == ALPHA_RTT and mine["method"] == "imported"
+
+
+def latency_measurements_post(w: World, h: dict[str, str]) -> None:
+    body = {"measurements": [{**LATENCY_PATH, "rtt_ms": 44.4, "source": "alpha-probe"}]}  # alpha's path and source
+    assert _ok(w.c.post("/v1/latency/measurements", json=body, headers=h), 201)["replaced"] == 0
+    assert _ok(w.c.get("/v1/latency", params=LATENCY_PATH, headers=h))["rtt_ms"] == 44.4
+    assert _ok(w.c.get("/v1/latency", params=LATENCY_PATH, headers=w.a))["rtt_ms"] == ALPHA_RTT
+
+
+def latency_measurements_get(w: World, h: dict[str, str]) -> None:
+    assert ALPHA_RTT not in {m["rtt_ms"] for m in _ok(w.c.get("/v1/latency/measurements", headers=h))["items"]}
+    assert [m["rtt_ms"] for m in _ok(w.c.get("/v1/latency/measurements", headers=w.a))["items"]] == [ALPHA_RTT]
+
+
 def savings_get(w: World, h: dict[str, str]) -> None:
     q = {"group_by": "tenant"}
     assert "alpha" not in {g["key"] for g in _ok(w.c.get("/v1/savings", params=q, headers=h))["groups"]}
@@ -339,9 +370,13 @@ ISOLATION: dict[tuple[str, str], Probe] = {
     ("POST", "/v1/workloads/{name}/usage"): usage_post,
     ("GET", "/v1/workloads/{name}/usage"): usage_get,
     ("GET", "/v1/workloads/{name}/forecast"): forecast_get,
+    ("GET", "/v1/latency"): latency_get,
+    ("POST", "/v1/latency/measurements"): latency_measurements_post,
+    ("GET", "/v1/latency/measurements"): latency_measurements_get,
     ("GET", "/v1/savings"): savings_get,
     ("GET", "/v1/export/focus"): focus_get,
     ("GET", "/v1/dashboard"): dashboard_get,
+    ("GET", "/v1/integrations/karmada/placements/{placement_id}"): karmada_get,
 }
 
 # /v1 routes that hold no tenant data, each with the reason
@@ -351,7 +386,6 @@ SHARED: dict[tuple[str, str], str] = {
     ("GET", "/v1/pools"): "catalog",
     ("GET", "/v1/pools/{pool_id:path}"): "catalog",
     ("GET", "/v1/pools/{pool_id:path}/history"): "catalog price history",
-    ("GET", "/v1/latency"): "measured latencies",
     ("GET", "/v1/policies"): "residency policies",
     ("POST", "/v1/pricing/refresh"): "catalog prices (admin)",
     ("GET", "/v1/pricing/jobs/{job_id}"): "catalog price refresh jobs",
@@ -361,6 +395,7 @@ SHARED: dict[tuple[str, str], str] = {
     ("POST", "/v1/pricing/commitments"): "catalog capacity (admin)",
     ("POST", "/v1/placements/pareto"): "reads only the request and the catalog; stores nothing",
     ("GET", "/v1/forecast/models"): "model versions and hold-out metrics, no series names or samples",
+    ("GET", "/v1/integrations/karpenter/nodeoverlays"): "catalog discount rules and commitments as Karpenter objects",
 }
 
 

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from broker.core.domain import ResidencyPolicy, Site, SiteKind
-from broker.core.residency import BUILTIN_POLICIES, policy_label, resolve_policy
+from broker.core.domain import Site, SiteKind
+from broker.core.residency import BUILTIN_POLICIES, resolve_policy
 
 
 def site(country: str, *juris: str) -> Site:
@@ -77,10 +77,9 @@ def test_builtin_allow_deny(policy: str, s: Site, allowed: bool) -> None:
     assert resolve_policy(policy).allows(s) is allowed
 
 
-def test_all_builtins_described_and_labelled() -> None:
+def test_all_builtins_described() -> None:
     for name, p in BUILTIN_POLICIES.items():
         assert p.name == name and p.description
-        assert policy_label(p) == name
 
 
 @pytest.mark.parametrize(
@@ -97,7 +96,7 @@ def test_all_builtins_described_and_labelled() -> None:
 def test_inline(inline: dict[str, Any], s: Site, allowed: bool) -> None:
     p = resolve_policy(inline)
     assert p.allows(s) is allowed
-    assert policy_label(p) == "inline"
+    assert p.name == "inline"
 
 
 @pytest.mark.parametrize(
@@ -117,8 +116,3 @@ def test_inline(inline: dict[str, Any], s: Site, allowed: bool) -> None:
 def test_invalid_inline_names_field(value: Any, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         resolve_policy(value)
-
-
-def test_label_of_modified_builtin_is_inline() -> None:
-    p = ResidencyPolicy(name="x", allowed_countries=frozenset({"DE"}))
-    assert policy_label(p) == "inline"

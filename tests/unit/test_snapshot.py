@@ -106,9 +106,10 @@ def test_latency_symmetric_no_self_pairs() -> None:
     assert all(fwd[(b, a)] == v for (a, b), v in fwd.items())
 
 
-def test_internet_egress_provider_default() -> None:
-    assert snapshot.internet_egress_per_gb("aws:us-east-1") is not None
-    assert snapshot.internet_egress_per_gb("gcp:no-such-region") == snapshot.read_internet_egress()["gcp:*"]
+def test_internet_egress_has_a_default_per_provider() -> None:
+    # the catalog prices a region the table does not list at its provider's "<provider>:*" row
+    table = snapshot.read_internet_egress()
+    assert all(table[f"{p}:*"] > 0 for p in ("aws", "azure", "gcp"))
 
 
 # ----------------------------------------------------------------- against the shared catalogs

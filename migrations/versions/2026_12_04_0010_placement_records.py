@@ -11,8 +11,8 @@ from the rows, so the previous release reads the placements it wrote.
 The mapping below is this migration's own (documents of the v1 contract <->
 these columns): later code may rename its classes, a migration must not change.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-12-04 14:30:00
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
@@ -41,6 +41,7 @@ _REQUIRED = (
     ("solve_ms", sa.Integer()),
     ("egress_cost_per_hour", sa.Float()),
     ("storage_cost_per_hour", sa.Float()),
+    ("latency_quantile", sa.String(length=8)),
     ("rejected", sa.JSON()),
     ("warnings", sa.JSON()),
     ("price_as_of", sa.JSON()),
@@ -82,7 +83,7 @@ _ASSIGNMENTS = sa.table(
     "placement_assignments",
     *(sa.column(c) for c in ("placement_id", "line", "workload", "pool", "site", "replicas", "cost_per_hour")),
     *(sa.column(c) for c in ("next_best", "next_best_extra_per_hour")),
-    *(sa.column(c, sa.JSON()) for c in ("latency_ms", "binding", "cost_breakdown")),
+    *(sa.column(c, sa.JSON()) for c in ("latency_ms", "latency_slo_margin_ms", "binding", "cost_breakdown")),
 )
 _BUDGETS = sa.table(
     "placement_budgets",
@@ -129,6 +130,7 @@ def _create_tables() -> None:
         sa.Column("site", sa.String(length=200), nullable=False),
         sa.Column("replicas", sa.Integer(), nullable=False),
         sa.Column("latency_ms", sa.JSON(), nullable=False),
+        sa.Column("latency_slo_margin_ms", sa.JSON(), nullable=False),
         sa.Column("cost_per_hour", sa.Float(), nullable=False),
         sa.Column("binding", sa.JSON(), nullable=False),
         sa.Column("next_best", sa.Text(), nullable=True),
@@ -222,6 +224,7 @@ def _rows_of(pid: str, doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, l
         "solve_ms": doc["solve_ms"],
         "egress_cost_per_hour": doc.get("egress_cost_per_hour", 0.0),
         "storage_cost_per_hour": doc.get("storage_cost_per_hour", 0.0),
+        "latency_quantile": doc.get("latency_quantile") or "p50",  # documents before it were all p50
         "rejected": doc.get("rejected") or {},
         "warnings": doc.get("warnings") or [],
         "price_as_of": doc.get("price_as_of") or {},
@@ -259,6 +262,7 @@ def _rows_of(pid: str, doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, l
                 "site": a["site"],
                 "replicas": a["replicas"],
                 "latency_ms": a.get("latency_ms") or {},
+                "latency_slo_margin_ms": a.get("latency_slo_margin_ms") or {},
                 "cost_per_hour": ex.get("cost_per_hour", 0.0),
                 "binding": ex.get("binding") or [],
                 "next_best": ex.get("next_best"),
@@ -397,6 +401,7 @@ def _document(h: sa.Row[Any], kids: dict[str, list[sa.Row[Any]]]) -> dict[str, A
                 "site": a.site,
                 "replicas": a.replicas,
                 "latency_ms": dict(a.latency_ms),
+                "latency_slo_margin_ms": dict(a.latency_slo_margin_ms),
                 "explanation": {
                     "cost_per_hour": a.cost_per_hour,
                     "binding": list(a.binding),
@@ -409,6 +414,7 @@ def _document(h: sa.Row[Any], kids: dict[str, list[sa.Row[Any]]]) -> dict[str, A
         ],
         "egress_cost_per_hour": h.egress_cost_per_hour,
         "storage_cost_per_hour": h.storage_cost_per_hour,
+        "latency_quantile": h.latency_quantile,
         "rejected": dict(h.rejected),
         "warnings": list(h.warnings),
         "price_as_of": dict(h.price_as_of),

@@ -1,0 +1,24 @@
+"""How every `broker` command tells the user what was wrong with the input: one wording, on stderr."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from broker.errors import Infeasible, InvalidRequest
+
+err = Console(stderr=True)
+
+
+def print_invalid(exc: InvalidRequest, what: str) -> None:
+    """`invalid <what>: detail`, then each offending field (`loc: msg`)."""
+    err.print(f"[red]invalid {what}:[/red] {exc.detail}")
+    for e in exc.errors:
+        loc = ".".join(str(p) for p in e.get("loc", []))
+        err.print(f"  - {loc}: {e.get('msg')}")
+
+
+def print_infeasible(exc: Infeasible) -> None:
+    """`infeasible: detail`, then the conflicting constraints."""
+    err.print(f"[red]infeasible:[/red] {exc.detail}")
+    for c in exc.conflicts:
+        err.print(f"  - {c}")

@@ -1,0 +1,51 @@
+"""`broker operator`: reconcile PlacementRequest custom resources (docs/kubernetes.md)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from broker.cli.context import edge
+from broker.cli.exit_codes import EXIT_INVALID
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def operator(
+        ctx: typer.Context,
+        kubeconfig: Annotated[
+            Path | None, typer.Option(help="kubeconfig file (default: in-cluster service account)")
+        ] = None,
+        context: Annotated[str | None, typer.Option(help="context in the kubeconfig")] = None,
+        namespace: Annotated[str | None, typer.Option(help="watch one namespace (default: all)")] = None,
+    ) -> None:
+        """Watch PlacementRequests, solve each new spec, write status and events, dispatch when
+        `spec.dispatch` is true. The namespace is the broker tenant. Stops on SIGINT/SIGTERM."""
+        from kubernetes import config
+        from kubernetes.config.config_exception import ConfigException
+
+        from broker.operator.controller import PlacementController
+
+        err = Console(stderr=True)
+        try:
+            if kubeconfig is not None:
+                api = config.new_client_from_config(config_file=str(kubeconfig), context=context)  # type: ignore[no-untyped-call]
+            else:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+                from kubernetes import client
+
+                api = client.ApiClient()
+        except (ConfigException, OSError) as exc:
+            err.print(f"[red]invalid:[/red] cannot use the Kubernetes configuration: {exc}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        controller = PlacementController(edge(ctx).broker(), api, namespace=namespace)
+        err.print(f"watching PlacementRequests in {namespace or 'all namespaces'}")
+        controller.run(stop)

@@ -1,0 +1,225 @@
+"""kube-scheduler extender: filter and score one cluster's nodes by what the broker knows of their pools.
+
+The protocol is k8s.io/kube-scheduler/extender/v1. Its Go types carry no json tags, so the
+scheduler sends and expects capitalised field names (`Pod`, `Nodes`, `NodeNames`, `FailedNodes`,
+`Host`, `Score`); some older clients and hand-written ones send lower-case names, so both are read
+and the capitalised ones written.
+
+A node is mapped to a catalog pool by its well-known labels (provider from `spec.providerID`,
+region, instance type, capacity type). A pod says what the broker decided for it in annotations the
+dispatcher writes (`placement-broker.dev/pool`) and, optionally, which residency policy binds it
+(`placement-broker.dev/residency`):
+
+* filter: nodes in a site the pod's residency policy forbids fail, unresolvably (no preemption on
+  that node can help); every other node passes, so the extender never strands a pod the broker
+  knows nothing about.
+* prioritize: nodes of the pod's chosen pool score the maximum; other known nodes score by what a
+  replica of this pod costs there (cheapest highest); nodes of unknown pools score 0.
+
+Pure: the caller passes the sites and a price lookup; nothing here reads the store.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from broker.core.domain import ResidencyPolicy, Site
+from broker.core.residency import resolve_policy
+
+MAX_PRIORITY = 10  # extenderv1.MaxExtenderPriority
+PREFIX = "placement-broker.dev"
+POOL_ANNOTATION = f"{PREFIX}/pool"
+RESIDENCY_ANNOTATION = f"{PREFIX}/residency"
+
+# spec.providerID scheme -> the broker's provider name
+_PROVIDER_SCHEMES = {"aws": "aws", "azure": "azure", "gce": "gcp"}
+_REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
+_INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+class ExtenderInputError(ValueError):
+    """The scheduler's arguments are not an ExtenderArgs document."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """Which catalog pool a node belongs to, read off its labels."""
+
+    node: str
+    site: str | None  # "aws:eu-central-1"; None when the node's provider or region is unknown
+    pool: str | None  # "aws:eu-central-1/m6i.xlarge/spot"
+
+
+@dataclass(frozen=True, slots=True)
+class PodAsk:
+    name: str
+    cpu: float  # cores requested, summed over containers (init containers: their maximum)
+    memory_gib: float
+    chosen_pool: str | None
+    residency: ResidencyPolicy | None
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    passed: list[str]
+    failed: dict[str, str]
+    unresolvable: dict[str, str]
+
+
+def field(doc: Mapping[str, Any], name: str) -> Any:
+    """A field by its upstream (capitalised) name, or the lower-case name older clients send."""
+    if name in doc:
+        return doc[name]
+    return doc.get(name[0].lower() + name[1:], doc.get(name.lower()))
+
+
+def read_args(doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]] | None, list[str]]:
+    """(pod, node objects or None, node names) from an ExtenderArgs document."""
+    if not isinstance(doc, Mapping):
+        raise ExtenderInputError("ExtenderArgs must be a JSON object")
+    pod = field(doc, "Pod")
+    if not isinstance(pod, Mapping):
+        raise ExtenderInputError("ExtenderArgs.Pod is missing or not an object")
+    node_list = field(doc, "Nodes")
+    nodes: list[dict[str, Any]] | None = None
+    if node_list is not None:
+        items = node_list.get("items") if isinstance(node_list, Mapping) else None
+        if not isinstance(items, list) or not all(isinstance(n, Mapping) for n in items):
+            raise ExtenderInputError("ExtenderArgs.Nodes must be a NodeList with an items array")
+        nodes = [dict(n) for n in items]
+    names_raw = field(doc, "NodeNames")
+    if nodes is None and names_raw is None:
+        raise ExtenderInputError("ExtenderArgs needs Nodes or NodeNames")
+    if nodes is not None:
+        names = [str((n.get("metadata") or {}).get("name", "")) for n in nodes]
+    elif isinstance(names_raw, list) and all(isinstance(n, str) for n in names_raw):
+        names = list(names_raw)
+    else:
+        raise ExtenderInputError("ExtenderArgs.NodeNames must be an array of strings")
+    return dict(pod), nodes, names
+
+
+def _quantity(value: Any, where: str) -> float:
+    try:
+        return float(parse_quantity(value))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError) as exc:
+        raise ExtenderInputError(f"{where}: {value!r} is not a Kubernetes quantity") from exc
+
+
+def _requests(containers: Any, where: str) -> tuple[float, float, float, float]:
+    """(summed cpu, summed memory bytes, largest cpu, largest memory bytes) over the containers."""
+    cpu = mem = 0.0
+    peak_cpu = peak_mem = 0.0
+    for i, c in enumerate(containers or []):
+        req = ((c or {}).get("resources") or {}).get("requests") or {}
+        c_cpu = _quantity(req["cpu"], f"{where}[{i}].resources.requests.cpu") if "cpu" in req else 0.0
+        c_mem = _quantity(req["memory"], f"{where}[{i}].resources.requests.memory") if "memory" in req else 0.0
+        cpu, mem = cpu + c_cpu, mem + c_mem
+        peak_cpu, peak_mem = max(peak_cpu, c_cpu), max(peak_mem, c_mem)
+    return cpu, mem, peak_cpu, peak_mem
+
+
+def pod_ask(pod: Mapping[str, Any]) -> PodAsk:
+    """What the pod requests (kube-scheduler's rule: sum of containers, at least the largest init
+    container) and what the broker decided for it."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    cpu, mem, _, _ = _requests(spec.get("containers"), "Pod.spec.containers")
+    _, _, init_cpu, init_mem = _requests(spec.get("initContainers"), "Pod.spec.initContainers")
+    annotations = meta.get("annotations") or {}
+    residency = None
+    if annotations.get(RESIDENCY_ANNOTATION):
+        try:
+            residency = resolve_policy(str(annotations[RESIDENCY_ANNOTATION]))
+        except ValueError as exc:
+            raise ExtenderInputError(f"Pod annotation {RESIDENCY_ANNOTATION}: {exc}") from exc
+    return PodAsk(
+        name=f"{meta.get('namespace', 'default')}/{meta.get('name', '')}",
+        cpu=max(cpu, init_cpu),
+        memory_gib=max(mem, init_mem) / 2**30,
+        chosen_pool=annotations.get(POOL_ANNOTATION) or None,
+        residency=residency,
+    )
+
+
+def _capacity_type(labels: Mapping[str, str]) -> str:
+    own = labels.get(f"{PREFIX}/capacity-type")
+    if own:
+        return own
+    karpenter = labels.get("karpenter.sh/capacity-type")
+    if karpenter:
+        return "spot" if karpenter == "spot" else "ondemand"
+    if labels.get("eks.amazonaws.com/capacityType") == "SPOT":
+        return "spot"
+    if labels.get("cloud.google.com/gke-spot") == "true" or labels.get("cloud.google.com/gke-preemptible") == "true":
+        return "spot"
+    if labels.get("kubernetes.azure.com/scalesetpriority") == "spot":
+        return "spot"
+    return "ondemand"
+
+
+def node_pool(node: Mapping[str, Any]) -> NodePool:
+    meta = node.get("metadata") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    name = str(meta.get("name", ""))
+    site = labels.get(f"{PREFIX}/site")
+    if not site:
+        scheme = str((node.get("spec") or {}).get("providerID", "")).partition("://")[0]
+        provider = _PROVIDER_SCHEMES.get(scheme)
+        region = next((labels[k] for k in _REGION_LABELS if labels.get(k)), None)
+        site = f"{provider}:{region}" if provider and region else None
+    instance = next((labels[k] for k in _INSTANCE_LABELS if labels.get(k)), None)
+    pool = f"{site}/{instance}/{_capacity_type(labels)}" if site and instance else None
+    return NodePool(node=name, site=site, pool=pool)
+
+
+def filter_nodes(ask: PodAsk, nodes: Sequence[NodePool], sites: Mapping[str, Site]) -> FilterResult:
+    passed: list[str] = []
+    unresolvable: dict[str, str] = {}
+    for n in nodes:
+        site = sites.get(n.site) if n.site else None
+        if ask.residency is not None and site is not None and not ask.residency.allows(site):
+            unresolvable[n.node] = f"residency {ask.residency.name}: site {site.id} ({site.country}) not allowed"
+        else:
+            passed.append(n.node)
+    return FilterResult(passed=passed, failed={}, unresolvable=unresolvable)
+
+
+PoolLookup = Callable[[str], tuple[float, float, float] | None]  # pool id -> (price/h, vcpus, memory GiB)
+
+
+def replica_cost(ask: PodAsk, pool: tuple[float, float, float]) -> float:
+    """What one replica of the pod costs on a node of the pool: the node's price over how many fit."""
+    price, vcpus, mem = pool
+    fits = min(vcpus / ask.cpu if ask.cpu > 0 else math.inf, mem / ask.memory_gib if ask.memory_gib > 0 else math.inf)
+    if not math.isfinite(fits):
+        fits = vcpus  # a pod that requests nothing: cost per vCPU orders nodes sensibly
+    return price / fits if fits >= 1 else math.inf
+
+
+def prioritize(ask: PodAsk, nodes: Sequence[NodePool], lookup: PoolLookup) -> list[tuple[str, int]]:
+    costs: dict[str, float] = {}
+    for n in nodes:
+        info = lookup(n.pool) if n.pool else None
+        if info is not None:
+            costs[n.node] = replica_cost(ask, info)
+    finite = [c for c in costs.values() if math.isfinite(c)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    out: list[tuple[str, int]] = []
+    for n in nodes:
+        if ask.chosen_pool is not None and n.pool == ask.chosen_pool:
+            score = MAX_PRIORITY
+        elif n.node not in costs or not math.isfinite(costs[n.node]):
+            score = 0
+        elif hi <= lo:
+            score = MAX_PRIORITY - 1
+        else:
+            # 1..9: the chosen pool keeps the top score to itself, unknown pools stay below everything priced
+            score = 1 + round((MAX_PRIORITY - 2) * (hi - costs[n.node]) / (hi - lo))
+        out.append((n.node, score))
+    return out

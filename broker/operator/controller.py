@@ -1,0 +1,234 @@
+"""The PlacementRequest controller: list, then watch from the list's resourceVersion, and reconcile.
+
+Built on the official Kubernetes client the dispatcher already uses (same kubeconfig and TLS
+handling, no second framework): a watch resumes from the last resourceVersion it saw; when the API
+server answers 410 Gone (that version is compacted away) the controller lists again and resumes
+from the new list, so no change is missed and nothing is processed from a stale cache. Reconciling
+is level-based (needs_solve compares status.observedGeneration with metadata.generation), so
+seeing an object twice does no harm.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from broker.app import Broker
+from broker.dispatch.documents import DispatchIn
+from broker.dispatch.outbox import DispatchService
+from broker.errors import BrokerError, Infeasible, InvalidRequest
+from broker.operator import reconcile as rc
+
+log = logging.getLogger("broker.operator")
+GONE, CONFLICT, NOT_FOUND = 410, 409, 404
+STATUS_RETRIES = 5
+
+
+class PlacementController:
+    def __init__(
+        self,
+        broker: Broker,
+        api: client.ApiClient,
+        *,
+        namespace: str | None = None,
+        tenant_of: Callable[[str], str] = lambda namespace: namespace,
+        watch_timeout_s: int = 60,
+    ) -> None:
+        self.broker = broker
+        self.objects = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.tenant_of = tenant_of
+        self.watch_timeout_s = watch_timeout_s
+        self.relists = 0  # how often a 410 (or a broken watch) made the controller list again
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        resource_version = self.resync()
+        while not stop.is_set():
+            try:
+                for obj in self._events(resource_version, stop):
+                    resource_version = obj["metadata"]["resourceVersion"]
+                    self.reconcile_safely(obj)
+            except ApiException as exc:
+                if exc.status != GONE:
+                    log.warning("watch failed (%s), listing again", exc.status)
+                    stop.wait(1.0)
+                resource_version = self.resync()
+
+    def resync(self) -> str:
+        """List every PlacementRequest, reconcile each, and return the list's resourceVersion."""
+        self.relists += 1
+        listed = self._list(rc.REQUESTS)
+        for obj in listed.get("items", []):
+            self.reconcile_safely(obj)
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _events(self, resource_version: str, stop: threading.Event) -> Iterator[dict[str, Any]]:
+        w = watch.Watch()  # type: ignore[no-untyped-call]
+        kwargs: dict[str, Any] = {
+            "resource_version": resource_version,
+            "timeout_seconds": self.watch_timeout_s,
+            "allow_watch_bookmarks": True,
+        }
+        if self.namespace:
+            stream = w.stream(  # type: ignore[no-untyped-call]
+                self.objects.list_namespaced_custom_object,
+                rc.GROUP,
+                rc.VERSION,
+                self.namespace,
+                rc.REQUESTS,
+                **kwargs,
+            )
+        else:
+            stream = w.stream(  # type: ignore[no-untyped-call]
+                self.objects.list_cluster_custom_object, rc.GROUP, rc.VERSION, rc.REQUESTS, **kwargs
+            )
+        for event in stream:
+            if stop.is_set():
+                w.stop()  # type: ignore[no-untyped-call]
+                return
+            kind, obj = event["type"], event["object"]
+            if kind == "ERROR":
+                code = obj.get("code") if isinstance(obj, dict) else None
+                raise ApiException(status=code or 500, reason=str(obj))
+            if kind == "BOOKMARK":
+                yield {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "bookmark": True}
+                continue
+            if kind in ("ADDED", "MODIFIED"):
+                yield obj
+
+    # ---- one object ---------------------------------------------------------------------
+
+    def reconcile_safely(self, obj: dict[str, Any]) -> None:
+        if obj.get("bookmark"):
+            return
+        try:
+            self.reconcile(obj)
+        except ApiException as exc:  # the next event or resync retries; the loop goes on
+            log.warning("reconcile of %s failed: %s %s", _key(obj), exc.status, exc.reason)
+
+    def reconcile(self, obj: dict[str, Any]) -> None:
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        if rc.is_deleting(obj):
+            if rc.has_finalizer(obj):
+                self._set_finalizers(ns, name, [f for f in obj["metadata"]["finalizers"] if f != rc.FINALIZER])
+            return
+        if not rc.has_finalizer(obj):
+            obj = self._set_finalizers(ns, name, [*(obj["metadata"].get("finalizers") or []), rc.FINALIZER])
+        if not rc.needs_solve(obj):
+            return
+        generation = obj["metadata"].get("generation")
+        status, event = self._answer(obj, generation)
+        if self._write_status(ns, name, status, generation):
+            self._event(obj, *event)
+
+    def _answer(self, obj: dict[str, Any], generation: int | None) -> tuple[dict[str, Any], tuple[str, str, str]]:
+        ns = obj["metadata"]["namespace"]
+        tenant = self.tenant_of(ns)
+        policies = self._list(rc.POLICIES, ns).get("items", [])
+        doc = rc.request_document(obj, policies)
+        limit = rc.cost_limit(policies)
+        try:
+            if limit is not None:  # check the cost before anything is stored
+                trial, _ = self.broker.place({**doc, "dry_run": True}, tenant=tenant)
+                if trial.result.cost_per_hour > limit:
+                    msg = (
+                        f"placement costs {trial.result.cost_per_hour} USD/h, over the policy's maxCostPerHour {limit}"
+                    )
+                    return rc.failed_status("Failed", "OverBudget", msg, generation), ("Warning", "OverBudget", msg)
+            answer, _ = self.broker.place(doc, tenant=tenant)
+            phase = "Placed"
+            if (obj.get("spec") or {}).get("dispatch"):
+                DispatchService(self.broker).dispatch(str(answer.id), DispatchIn(), tenant=tenant)
+                phase = "Dispatched"
+            status = rc.placed_status(answer, generation, phase=phase)
+            return status, ("Normal", phase, status["message"])
+        except InvalidRequest as exc:
+            msg = rc.invalid_message(exc.detail, exc.errors)
+            return rc.failed_status("Invalid", "InvalidSpec", msg, generation), ("Warning", "InvalidSpec", msg)
+        except Infeasible as exc:
+            msg = "infeasible: " + "; ".join(exc.conflicts)
+            return rc.failed_status("Infeasible", "Infeasible", msg, generation), ("Warning", "Infeasible", msg)
+        except BrokerError as exc:
+            msg = exc.detail
+            return rc.failed_status("Failed", type(exc).__name__, msg, generation), ("Warning", "Failed", msg)
+
+    # ---- API calls ----------------------------------------------------------------------
+
+    def _list(self, plural: str, namespace: str | None = None) -> dict[str, Any]:
+        ns = namespace or self.namespace
+        if ns:
+            return _doc(self.objects.list_namespaced_custom_object(rc.GROUP, rc.VERSION, ns, plural))
+        return _doc(self.objects.list_cluster_custom_object(rc.GROUP, rc.VERSION, plural))
+
+    def _set_finalizers(self, ns: str, name: str, finalizers: list[str]) -> dict[str, Any]:
+        body = {"metadata": {"finalizers": finalizers}}
+        return _doc(self.objects.patch_namespaced_custom_object(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name, body))
+
+    def _write_status(self, ns: str, name: str, status: dict[str, Any], generation: int | None) -> bool:
+        """Write the status for `generation` with optimistic concurrency: a 409 means someone wrote
+        in between, so read again and retry, unless the spec moved on (the next event answers it)."""
+        current = self._get(ns, name)
+        for _ in range(STATUS_RETRIES):
+            if current["metadata"].get("generation") != generation:
+                return False
+            body = {**current, "status": status}
+            try:
+                self.objects.replace_namespaced_custom_object_status(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name, body)
+                return True
+            except ApiException as exc:
+                if exc.status == NOT_FOUND:
+                    return False
+                if exc.status != CONFLICT:
+                    raise
+            current = self._get(ns, name)
+        raise ApiException(status=CONFLICT, reason=f"status of {ns}/{name} kept conflicting")
+
+    def _get(self, ns: str, name: str) -> dict[str, Any]:
+        return _doc(self.objects.get_namespaced_custom_object(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name))
+
+    def _event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        meta = obj["metadata"]
+        stamp = rc.now()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": f"{rc.GROUP}/{rc.VERSION}",
+                "kind": "PlacementRequest",
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": "placement-broker"},
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)  # type: ignore[arg-type]
+        except ApiException as exc:  # an event is a courtesy: the status already says it
+            log.info("event for %s not recorded: %s", _key(obj), exc.status)
+
+
+def _doc(value: object) -> dict[str, Any]:
+    """Custom-object calls answer plain JSON objects; the client types them as `object`."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object from the API server, got {type(value).__name__}")
+    return value
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"

@@ -1,0 +1,134 @@
+"""What the PlacementRequest controller decides, as pure functions of the custom resources.
+
+The controller (controller.py) reads objects, calls the broker and writes what these functions
+return; keeping the decisions here makes them testable without an API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from broker.core.placement import Placement
+
+GROUP = "placement-broker.dev"
+VERSION = "v1alpha1"
+REQUESTS = "placementrequests"
+POLICIES = "placementpolicies"
+FINALIZER = f"{GROUP}/placement"
+READY = "Ready"
+# request fields the CRD carries besides the contract's request document
+CONTROL_FIELDS = ("dispatch",)
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def needs_solve(obj: Mapping[str, Any]) -> bool:
+    """A spec the controller has not answered yet (new, or changed since the last answer)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    return bool(status.get("observedGeneration") != meta.get("generation") or not status.get("phase"))
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def has_finalizer(obj: Mapping[str, Any]) -> bool:
+    return FINALIZER in ((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+def request_document(obj: Mapping[str, Any], policies: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The contract's request from the resource's spec, the namespace's PlacementPolicy filling what
+    the spec leaves out (a field the request sets always wins)."""
+    spec = copy.deepcopy(dict(obj.get("spec") or {}))
+    for key in CONTROL_FIELDS:
+        spec.pop(key, None)
+    meta = obj.get("metadata") or {}
+    spec.setdefault("name", f"{meta.get('namespace', 'default')}.{meta['name']}")
+    spec["dry_run"] = False  # a resource's answer is stored: dispatch and FinOps need it
+    for policy in sorted(policies, key=lambda p: str((p.get("metadata") or {}).get("name", ""))):
+        defaults = policy.get("spec") or {}
+        if "timeLimitS" in defaults:
+            spec.setdefault("time_limit_s", defaults["timeLimitS"])
+        for workload in spec.get("workloads") or []:
+            if not isinstance(workload, dict):
+                continue
+            if "residency" in defaults:
+                workload.setdefault("residency", defaults["residency"])
+            if "capacityTypes" in defaults:
+                workload.setdefault("capacity_types", list(defaults["capacityTypes"]))
+            if "providers" in defaults:
+                workload.setdefault("providers", list(defaults["providers"]))
+    return spec
+
+
+def cost_limit(policies: Sequence[Mapping[str, Any]]) -> float | None:
+    """The tightest maxCostPerHour of the namespace's policies."""
+    limits = [
+        float(p["spec"]["maxCostPerHour"]) for p in policies if (p.get("spec") or {}).get("maxCostPerHour") is not None
+    ]
+    return min(limits) if limits else None
+
+
+def condition(status: str, reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    return {
+        "type": READY,
+        "status": status,
+        "observedGeneration": generation,
+        "lastTransitionTime": now(),
+        "reason": reason,
+        "message": message[:32_768],
+    }
+
+
+def placed_status(answer: Placement, generation: int | None, *, phase: str = "Placed") -> dict[str, Any]:
+    """The status of an answered request: its cost, bound and gap, and a summary of where it runs."""
+    r = answer.result
+    sites: dict[str, set[str]] = {}
+    replicas: dict[str, int] = {}
+    for a in r.assignments:
+        sites.setdefault(a.workload, set()).add(a.site)
+        replicas[a.workload] = replicas.get(a.workload, 0) + a.replicas
+    pools = [{"pool": n.pool, "count": n.count, "costPerHour": n.cost_per_hour} for n in r.nodes]
+    message = f"{r.status}: {r.cost_per_hour} USD/h, gap {r.gap_pct} %"
+    return {
+        "phase": phase,
+        "observedGeneration": generation,
+        "placementId": answer.id or "",
+        "costPerHour": r.cost_per_hour,
+        "lowerBoundPerHour": r.lower_bound_per_hour,
+        "gapPct": r.gap_pct,
+        "solverStatus": r.status,
+        "nodes": sum(p["count"] for p in pools),
+        "pools": pools,
+        "workloads": [{"name": w, "sites": sorted(s), "replicas": replicas[w]} for w, s in sorted(sites.items())],
+        "message": message,
+        "conditions": [condition("True", phase, message, generation)],
+    }
+
+
+def failed_status(phase: str, reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    """Invalid, Infeasible or Failed: the message names the field or the conflicting constraints."""
+    return {
+        "phase": phase,
+        "observedGeneration": generation,
+        "message": message,
+        "conditions": [condition("False", reason, message, generation)],
+    }
+
+
+def invalid_message(detail: str, errors: Sequence[Mapping[str, Any]]) -> str:
+    """`spec.workloads[0].replicas: Input should be a valid integer` from the broker's error list."""
+    parts = []
+    for e in errors:
+        loc = [str(p) for p in e.get("loc", []) if p != "body"]
+        path = "spec"
+        for p in loc:
+            path += f"[{p}]" if p.isdigit() else f".{p}"
+        parts.append(f"{path}: {e.get('msg', '')}")
+    return "; ".join(parts) or detail

@@ -1,0 +1,297 @@
+"""A local API server for the broker's custom resources, speaking the Kubernetes wire format.
+
+It serves what the PlacementRequest controller calls, with the semantics a real API server has:
+
+* list with `metadata.resourceVersion`, and `?watch=true` streaming newline-delimited
+  `{"type", "object"}` events after that version; a version older than the compaction point gets
+  the real server's answer, an `ERROR` event carrying a 410 `Status` ("too old resource version");
+* create validated against the CRD's openAPIV3Schema (422 `Invalid` naming the field, as admission does);
+* `metadata.generation` bumped on spec changes only; the `status` subresource changes status only,
+  and a PUT with a stale `metadata.resourceVersion` gets 409 `Conflict`;
+* delete with finalizers sets `deletionTimestamp`; the object goes once its finalizers are removed;
+* core/v1 Events recorded.
+
+Tests can compact the history (`compact()`) and inject one-shot status conflicts (`conflicts`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jsonschema
+import yaml
+
+from tests.integration.kube_fake import status
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+GROUP, VERSION = "placement-broker.dev", "v1alpha1"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(base) if isinstance(base, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out
+
+
+class FakeCustomResources:
+    def __init__(self) -> None:
+        self.schemas: dict[str, tuple[str, dict[str, Any]]] = {}  # plural -> (kind, openAPIV3Schema)
+        for f in sorted(CRD_DIR.glob("*.yaml")):
+            crd = yaml.safe_load(f.read_text())
+            version = next(v for v in crd["spec"]["versions"] if v["name"] == VERSION)
+            self.schemas[crd["spec"]["names"]["plural"]] = (
+                crd["spec"]["names"]["kind"],
+                version["schema"]["openAPIV3Schema"],
+            )
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns, name)
+        self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, plural, type, object)
+        self.events: list[dict[str, Any]] = []
+        self.rv = 100
+        self.compacted = 0
+        self.conflicts = 0  # one-shot 409s on status writes
+        self.status_writes = 0
+        self.cond = threading.Condition()
+
+    # ---- store ------------------------------------------------------------------------
+
+    def _record(self, plural: str, kind: str, obj: dict[str, Any]) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.history.append((self.rv, plural, kind, json.loads(json.dumps(obj))))
+        self.cond.notify_all()
+
+    def compact(self) -> None:
+        """Forget the history so far: every watch, open or resumed, from a version before now gets 410 Gone."""
+        with self.cond:
+            self.rv += 1
+            self.compacted = self.rv
+            self.history.clear()
+
+    def create(self, plural: str, ns: str, obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        kind, schema = self.schemas[plural]
+        try:
+            jsonschema.Draft4Validator(schema).validate(obj)
+        except jsonschema.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.absolute_path)
+            return 422, status(
+                422, "Invalid", f'{kind} "{obj.get("metadata", {}).get("name")}" is invalid: {path}: {exc.message}'
+            )
+        with self.cond:
+            name = obj["metadata"]["name"]
+            if (plural, ns, name) in self.objects:
+                return 409, status(409, "AlreadyExists", f'{plural}.{GROUP} "{name}" already exists')
+            obj = json.loads(json.dumps(obj))
+            obj["apiVersion"] = f"{GROUP}/{VERSION}"
+            obj["kind"] = kind
+            obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
+            self.objects[(plural, ns, name)] = obj
+            self._record(plural, "ADDED", obj)
+            return 201, obj
+
+    def update(
+        self, plural: str, ns: str, name: str, change: Any, *, subresource: str | None, replace: bool
+    ) -> tuple[int, Any]:
+        with self.cond:
+            old = self.objects.get((plural, ns, name))
+            if old is None:
+                return 404, status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+            want_rv = (change.get("metadata") or {}).get("resourceVersion") if isinstance(change, dict) else None
+            if want_rv is not None and want_rv != old["metadata"]["resourceVersion"]:
+                return 409, self._conflict(plural, name)
+            if subresource == "status":
+                self.status_writes += 1
+                if self.conflicts:
+                    self.conflicts -= 1
+                    return 409, self._conflict(plural, name)
+                new = json.loads(json.dumps(old))
+                new["status"] = change.get("status") if replace else _merge(old.get("status"), change.get("status"))
+            else:
+                new = _merge(old, change) if not replace else {**change, "status": old.get("status")}
+                new["metadata"] = {
+                    **old["metadata"],
+                    **{
+                        k: v
+                        for k, v in (new.get("metadata") or {}).items()
+                        if k in ("labels", "annotations", "finalizers")
+                    },
+                }
+                if new.get("spec") != old.get("spec"):
+                    new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+                del self.objects[(plural, ns, name)]
+                self._record(plural, "DELETED", new)
+                return 200, new
+            self.objects[(plural, ns, name)] = new
+            self._record(plural, "MODIFIED", new)
+            return 200, new
+
+    def _conflict(self, plural: str, name: str) -> dict[str, Any]:
+        return status(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {plural}.{GROUP} "{name}": the object has been modified; '
+            "please apply your changes to the latest version and try again",
+        )
+
+    def delete(self, plural: str, ns: str, name: str) -> tuple[int, Any]:
+        with self.cond:
+            obj = self.objects.get((plural, ns, name))
+            if obj is None:
+                return 404, status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+            if obj["metadata"].get("finalizers"):
+                obj["metadata"].setdefault("deletionTimestamp", _now())
+                self._record(plural, "MODIFIED", obj)
+                return 200, obj
+            del self.objects[(plural, ns, name)]
+            self._record(plural, "DELETED", obj)
+            return 200, obj
+
+    def listing(self, plural: str, ns: str | None) -> dict[str, Any]:
+        with self.cond:
+            items = [o for (p, n, _), o in sorted(self.objects.items()) if p == plural and (ns is None or n == ns)]
+            kind = self.schemas[plural][0]
+            return {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": f"{kind}List",
+                "metadata": {"resourceVersion": str(self.rv)},
+                "items": json.loads(json.dumps(items)),
+            }
+
+    def watch(self, plural: str, ns: str | None, since: int, timeout_s: float) -> Iterator[dict[str, Any]]:
+        deadline = time.monotonic() + timeout_s
+        seen = since
+        with self.cond:
+            if since < self.compacted:
+                yield {
+                    "type": "ERROR",
+                    "object": status(410, "Expired", f"too old resource version: {since} ({self.compacted})"),
+                }
+                return
+        while time.monotonic() < deadline:
+            with self.cond:
+                if seen < self.compacted:
+                    yield {
+                        "type": "ERROR",
+                        "object": status(410, "Expired", f"too old resource version: {seen} ({self.compacted})"),
+                    }
+                    return
+                batch = [
+                    (rv, t, o)
+                    for rv, p, t, o in self.history
+                    if rv > seen and p == plural and (ns is None or o["metadata"]["namespace"] == ns)
+                ]
+                if not batch:
+                    self.cond.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+                    continue
+            for rv, t, o in batch:
+                seen = rv
+                yield {"type": t, "object": o}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    crs: FakeCustomResources
+
+    def _send(self, code: int, doc: Any) -> None:
+        raw = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _serve(self) -> None:
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null") if length else None
+        parts = url.path.strip("/").split("/")
+        if parts[:2] == ["api", "v1"] and len(parts) == 5 and parts[4] == "events" and self.command == "POST":
+            with self.crs.cond:
+                self.crs.events.append(body)
+            return self._send(201, body)
+        if parts[:3] != ["apis", GROUP, VERSION]:
+            return self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+        rest = parts[3:]
+        ns = None
+        if rest[:1] == ["namespaces"]:
+            ns, rest = rest[1], rest[2:]
+        plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+        if plural not in self.crs.schemas:
+            return self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+        if self.command == "GET" and name is None and query.get("watch", ["false"])[0] == "true":
+            return self._stream(plural, ns, query)
+        if self.command == "GET" and name is None:
+            return self._send(200, self.crs.listing(plural, ns))
+        if self.command == "POST" and name is None and ns:
+            return self._send(*self.crs.create(plural, ns, body))
+        if ns is None or name is None:
+            return self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
+        if self.command == "GET":
+            with self.crs.cond:
+                obj = self.crs.objects.get((plural, ns, name))
+            return self._send(200, obj) if obj else self._send(404, status(404, "NotFound", f'"{name}" not found'))
+        if self.command in ("PUT", "PATCH"):
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0]
+            if self.command == "PATCH" and ctype != "application/merge-patch+json":
+                return self._send(415, status(415, "UnsupportedMediaType", f"unsupported patch type {ctype}"))
+            return self._send(*self.crs.update(plural, ns, name, body, subresource=sub, replace=self.command == "PUT"))
+        if self.command == "DELETE":
+            return self._send(*self.crs.delete(plural, ns, name))
+        return self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
+
+    def _stream(self, plural: str, ns: str | None, query: dict[str, list[str]]) -> None:
+        since = int((query.get("resourceVersion") or ["0"])[0] or 0)
+        timeout = float((query.get("timeoutSeconds") or ["5"])[0])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in self.crs.watch(plural, ns, since, min(timeout, 5.0)):
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    do_GET = do_PATCH = do_POST = do_PUT = do_DELETE = _serve
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve_fake_crs() -> Iterator[tuple[FakeCustomResources, str]]:
+    crs = FakeCustomResources()
+    handler = type("Handler", (_Handler,), {"crs": crs, "protocol_version": "HTTP/1.1"})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield crs, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

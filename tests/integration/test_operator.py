@@ -1,0 +1,230 @@
+"""The PlacementRequest operator against a local API server speaking the real wire format:
+CRDs, admission, status with conflicts, events, finalizers, policies, watch restarts after 410, dispatch."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from broker.app import Broker
+from broker.operator import reconcile as rc
+from broker.operator.controller import PlacementController
+from tests.integration.dispatch_support import committed_docs, gitops_clusters, new_repo
+from tests.integration.kube_crd_fake import CRD_DIR, FakeCustomResources, serve_fake_crs
+from tests.integration.kube_fake import write_kubeconfig
+
+NS = "default"  # the namespace is the broker tenant; "default" is the tenant the fixtures use
+
+
+def request(name: str, **workload: Any) -> dict[str, Any]:
+    w = {"name": "api", "replicas": 3, "cpu": 1.0, "memory_gib": 2.0, "residency": "gdpr-eu", **workload}
+    return {
+        "apiVersion": f"{rc.GROUP}/{rc.VERSION}",
+        "kind": "PlacementRequest",
+        "metadata": {"name": name},
+        "spec": {"time_limit_s": 2, "workloads": [w]},
+    }
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeCustomResources, client.CustomObjectsApi, client.ApiClient]]:
+    with serve_fake_crs() as (crs, url):
+        api = config.new_client_from_config(config_file=str(write_kubeconfig(tmp_path / "kc.yaml", url, "hub")))
+        yield crs, client.CustomObjectsApi(api), api
+
+
+@pytest.fixture()
+def running(
+    broker: Broker, cluster: tuple[FakeCustomResources, client.CustomObjectsApi, client.ApiClient]
+) -> Iterator[PlacementController]:
+    _, _, api = cluster
+    controller = PlacementController(broker, api, watch_timeout_s=2)
+    stop = threading.Event()
+    thread = threading.Thread(target=controller.run, args=(stop,), daemon=True)
+    thread.start()
+    yield controller
+    stop.set()
+    thread.join(timeout=10)
+
+
+def wait_for(get: Callable[[], Any], ok: Callable[[Any], bool], timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = get()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out; last value: {value}")
+        time.sleep(0.1)
+
+
+def get(objects: client.CustomObjectsApi, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = objects.get_namespaced_custom_object(rc.GROUP, rc.VERSION, NS, rc.REQUESTS, name)
+    return out
+
+
+def create(objects: client.CustomObjectsApi, body: dict[str, Any], plural: str = rc.REQUESTS) -> None:
+    objects.create_namespaced_custom_object(rc.GROUP, rc.VERSION, NS, plural, body)
+
+
+# ---- the CRDs ---------------------------------------------------------------------------
+
+
+def _structural(schema: dict[str, Any], path: str) -> list[str]:
+    """Every node has a type, except where the CRD rules let it go (preserve-unknown, int-or-string)."""
+    problems = []
+    exempt = schema.get("x-kubernetes-preserve-unknown-fields") or schema.get("x-kubernetes-int-or-string")
+    if "type" not in schema and not exempt:
+        problems.append(f"{path}: no type")
+    for key, sub in (schema.get("properties") or {}).items():
+        problems += _structural(sub, f"{path}.{key}")
+    if isinstance(schema.get("items"), dict):
+        problems += _structural(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        problems += _structural(schema["additionalProperties"], f"{path}{{}}")
+    return problems
+
+
+@pytest.mark.parametrize("path", sorted(CRD_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_crds_are_schema_valid_and_structural(path: Path) -> None:
+    crd = yaml.safe_load(path.read_text())
+    kubernetes_validate.validate(crd, "1.31", strict=True)
+    (version,) = crd["spec"]["versions"]
+    assert _structural(version["schema"]["openAPIV3Schema"], "") == []
+    assert version["additionalPrinterColumns"]
+    if crd["spec"]["names"]["kind"] == "PlacementRequest":
+        assert version["subresources"] == {"status": {}}
+
+
+def test_admission_rejects_what_the_schema_can(cluster: Any) -> None:
+    _, objects, _ = cluster
+    with pytest.raises(ApiException) as err:
+        create(objects, request("zero", replicas=0))
+    assert err.value.status == 422
+    assert "spec.workloads.0.replicas" in err.value.body
+
+
+# ---- the controller ---------------------------------------------------------------------
+
+
+def test_a_request_is_placed_and_its_status_fills_in(cluster: Any, running: PlacementController) -> None:
+    crs, objects, _ = cluster
+    create(objects, request("shop"))
+    placed = wait_for(lambda: get(objects, "shop"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    status = placed["status"]
+    assert status["observedGeneration"] == 1
+    assert status["costPerHour"] > 0 and status["lowerBoundPerHour"] <= status["costPerHour"]
+    assert status["placementId"].startswith("pl_")
+    assert sum(w["replicas"] for w in status["workloads"]) == 3
+    assert status["conditions"][0]["type"] == "Ready" and status["conditions"][0]["status"] == "True"
+    assert rc.FINALIZER in placed["metadata"]["finalizers"]
+    wait_for(lambda: [e for e in crs.events if e["involvedObject"]["name"] == "shop"], lambda e: e)
+    assert crs.events[0]["reason"] == "Placed" and crs.events[0]["type"] == "Normal"
+
+    # a spec change is answered again, for the new generation
+    objects.patch_namespaced_custom_object(
+        rc.GROUP,
+        rc.VERSION,
+        NS,
+        rc.REQUESTS,
+        "shop",
+        {"spec": {"workloads": [{**request("x")["spec"]["workloads"][0], "replicas": 5}]}},
+    )
+    again = wait_for(lambda: get(objects, "shop"), lambda o: o["status"].get("observedGeneration") == 2)
+    assert sum(w["replicas"] for w in again["status"]["workloads"]) == 5
+    assert again["status"]["placementId"] != status["placementId"]
+
+    # deletion waits for the finalizer, which the controller removes
+    objects.delete_namespaced_custom_object(rc.GROUP, rc.VERSION, NS, rc.REQUESTS, "shop")
+    wait_for(lambda: (rc.REQUESTS, NS, "shop") in crs.objects, lambda present: not present)
+
+
+def test_an_invalid_spec_gets_a_condition_naming_the_field(cluster: Any, running: PlacementController) -> None:
+    _, objects, _ = cluster
+    create(objects, request("bad", residency="nowhere"))
+    done = wait_for(lambda: get(objects, "bad"), lambda o: (o.get("status") or {}).get("phase") == "Invalid")
+    assert "spec.workloads[0].residency" in done["status"]["message"]
+    assert done["status"]["conditions"][0]["reason"] == "InvalidSpec"
+
+
+def test_infeasible_names_the_conflicting_constraints(cluster: Any, running: PlacementController) -> None:
+    _, objects, _ = cluster
+    body = request("far", latency_slo_ms={"tokyo": 1.0})
+    body["spec"]["user_regions"] = [{"name": "tokyo", "lat": 35.68, "lon": 139.69}]
+    create(objects, body)
+    done = wait_for(lambda: get(objects, "far"), lambda o: (o.get("status") or {}).get("phase") == "Infeasible")
+    assert "latency_slo_ms:tokyo" in done["status"]["message"]
+
+
+def test_a_status_conflict_is_retried(broker: Broker, cluster: Any) -> None:
+    crs, objects, api = cluster
+    create(objects, request("busy"))
+    crs.conflicts = 1
+    controller = PlacementController(broker, api)
+    controller.reconcile(get(objects, "busy"))  # adds the finalizer, solves, writes status
+    assert get(objects, "busy")["status"]["phase"] == "Placed"
+    assert crs.status_writes == 2  # the first write got 409, the retry on the fresh object landed
+
+
+def test_the_namespace_policy_fills_what_the_request_leaves_out(cluster: Any, running: PlacementController) -> None:
+    _, objects, _ = cluster
+    policy = {
+        "apiVersion": f"{rc.GROUP}/{rc.VERSION}",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": "defaults"},
+        "spec": {"residency": "us-only", "capacityTypes": ["ondemand"]},
+    }
+    create(objects, policy, rc.POLICIES)
+    body = request("us")
+    del body["spec"]["workloads"][0]["residency"]
+    create(objects, body)
+    done = wait_for(lambda: get(objects, "us"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    sites = {s for w in done["status"]["workloads"] for s in w["sites"]}
+    assert sites and all(s.split(":")[0] in ("aws", "azure", "gcp") for s in sites)
+    assert all(p["pool"].endswith("/ondemand") for p in done["status"]["pools"])
+
+
+def test_a_policy_cost_limit_fails_the_request_and_stores_nothing(broker: Broker, cluster: Any) -> None:
+    _, objects, api = cluster
+    limit = {"apiVersion": f"{rc.GROUP}/{rc.VERSION}", "kind": "PlacementPolicy", "metadata": {"name": "cap"}}
+    create(objects, limit | {"spec": {"maxCostPerHour": 0.0001}}, rc.POLICIES)
+    create(objects, request("dear"))
+    PlacementController(broker, api).reconcile(get(objects, "dear"))
+    status = get(objects, "dear")["status"]
+    assert status["phase"] == "Failed" and status["conditions"][0]["reason"] == "OverBudget"
+    assert broker.list_placements()[1] == 0
+
+
+def test_the_watch_restarts_after_410_gone(cluster: Any, running: PlacementController) -> None:
+    crs, objects, _ = cluster
+    create(objects, request("first"))
+    wait_for(lambda: get(objects, "first"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    before = running.relists
+    crs.compact()  # the version the watch resumes from is gone
+    create(objects, request("second"))
+    wait_for(lambda: get(objects, "second"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    wait_for(lambda: running.relists, lambda n: n > before)
+
+
+def test_dispatch_true_sends_the_placement_to_the_sites_clusters(
+    broker: Broker, cluster: Any, running: PlacementController, tmp_path: Path
+) -> None:
+    _, objects, _ = cluster
+    create(objects, request("ship"))
+    placed = wait_for(lambda: get(objects, "ship"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    repo = new_repo(tmp_path / "gitops")
+    gitops_clusters(broker, repo, {s for w in placed["status"]["workloads"] for s in w["sites"]}, namespace="shop")
+    objects.patch_namespaced_custom_object(rc.GROUP, rc.VERSION, NS, rc.REQUESTS, "ship", {"spec": {"dispatch": True}})
+    done = wait_for(lambda: get(objects, "ship"), lambda o: o["status"].get("observedGeneration") == 2)
+    assert done["status"]["phase"] == "Dispatched", done["status"]
+    deployments = [d for docs in committed_docs(repo).values() for d in docs if d["kind"] == "Deployment"]
+    assert sum(d["spec"]["replicas"] for d in deployments) == 3
