@@ -18,16 +18,19 @@ def assignment(
     *,
     breakdown: Mapping[str, float] | None = None,
     binding: Sequence[str] = (),
+    latency_ms: Mapping[str, float] | None = None,
+    margins: Mapping[str, float] | None = None,
 ) -> Assignment:
     return Assignment(
         workload=workload,
         pool=pool,
         site=pool.split("/", 1)[0],
         replicas=replicas,
-        latency_ms={},
+        latency_ms=dict(latency_ms or {}),
         explanation=Explanation(
             cost_per_hour=cost, binding=tuple(binding), next_best=None, cost_breakdown=dict(breakdown or {})
         ),
+        latency_slo_margin_ms=dict(margins or {}),
     )
 
 

@@ -24,7 +24,7 @@ SPOT, OWNED = "aws:eu-central-1/m6i.large/spot", "private:fra-dc1/r740-std/reser
 BASE = placement(
     [
         assignment("api", SPOT, 3, 0.25, breakdown={"compute": 0.2, "storage": 0.05}, binding=["residency:gdpr-eu"]),
-        assignment("db", OWNED, 1, 0.5, breakdown={"compute": 0.5, "storage": 0.0}),
+        assignment("db", OWNED, 1, 0.5, latency_ms={"eu": 3.25}, margins={"eu": 36.75}),
     ],
     nodes=[(SPOT, 2, 0.25), (OWNED, 1, 0.5)],
     request={"name": "shop", "workloads": [{"name": "api", "replicas": 3}, {"name": "db", "replicas": 1}]},
@@ -36,6 +36,7 @@ BASE = placement(
 )
 FULL = replace(
     BASE,
+    latency_quantile="p95",
     price_as_of={"aws": "2026-07-05", "private": "2026-12-04T14:03:18+00:00"},
     prices=PriceSnapshot(
         catalog_version="741819385d364bbebb44796ba1277ce8",
@@ -87,6 +88,7 @@ def test_the_document_is_built_from_the_record() -> None:
     assert doc["rightsizing"]["workloads"][0]["memory_gib"] is None
     assert [b["team"] for b in doc["budget"]] == [None, "web"] and doc["budget"][1]["over"] is True
     assert placement_document(BASE)["price_snapshot"] is None and placement_document(BASE)["budget"] is None
+    assert doc["latency_quantile"] == "p95" and doc["assignments"][1]["latency_slo_margin_ms"] == {"eu": 36.75}
 
 
 def test_a_dry_run_has_no_rows() -> None:
