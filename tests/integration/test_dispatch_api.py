@@ -16,6 +16,7 @@ from tests.integration.dispatch_support import committed_docs, new_repo, replica
 from tests.integration.kube_fake import write_kubeconfig
 
 PROBLEM = "application/problem+json"
+pytestmark = pytest.mark.usefixtures("server_roots")
 
 
 def _register(client: TestClient, repo: Path, sites: set[str]) -> dict[str, str]:
