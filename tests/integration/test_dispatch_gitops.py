@@ -28,7 +28,6 @@ from tests.integration.dispatch_support import (
     store_checkout,
 )
 
-
 pytestmark = pytest.mark.usefixtures("server_roots")
 
 

@@ -27,7 +27,6 @@ from broker.dispatch.replan import ReplanService
 from tests.integration.dispatch_support import policy, replicas_by_workload, store_checkout
 from tests.integration.kube_fake import FakeKube, serve_fake_kube, write_kubeconfig
 
-
 pytestmark = pytest.mark.usefixtures("server_roots")
 
 

@@ -53,7 +53,8 @@ def _interrupted(broker: Broker, repo: Path) -> tuple[str, dict[str, Any]]:
     assert stored
     gitops_clusters(broker, repo, {a["site"] for a in placement["assignments"]})
     with pytest.raises(Crash):
-        DispatchService(broker, dispatchers={"gitops": CrashAfterFirstApply(broker)}).dispatch(placement["id"], DispatchIn())
+        crashing = DispatchService(broker, dispatchers={"gitops": CrashAfterFirstApply(broker)})
+        crashing.dispatch(placement["id"], DispatchIn())
     with broker.sessions() as s:
         d = s.scalars(select(DispatchRow)).one()
         states = [o.state for o in s.scalars(select(OutboxRow).order_by(OutboxRow.seq))]
