@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     secret_key: SecretStr = SecretStr("")
     secret_key_file: str = ""  # or a file holding them, one per line (a mounted Docker/Kubernetes secret)
     # roots under which the operator (CLI, or the API without a key) may name kubeconfig files and
-    # GitOps work trees; empty: the home directory of the user the broker runs as
+    # GitOps work trees; empty: the home directory of the user the broker runs as and the temp dir
     server_path_roots: list[str] = []
     # roots under which tenants may name file:// GitOps repositories (bare repos hosted on this
     # machine); empty: tenants may use https:// repositories only

@@ -12,6 +12,7 @@ link inside a root that points outside it, or `root/../elsewhere`, is outside.
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,8 @@ class TargetPolicy:
     def from_settings(cls, settings: Settings) -> TargetPolicy:
         data = settings.resolved_data_dir()
         return cls(
-            path_roots=_roots(settings.server_path_roots or [str(Path.home())]),
+            # the default keeps a local run's `--kubeconfig ~/.kube/config` and scratch repos working
+            path_roots=_roots(settings.server_path_roots or [str(Path.home()), tempfile.gettempdir()]),
             file_repo_roots=_roots(settings.gitops_file_roots),
             data_dir=data,
             box=SecretBox.from_settings(settings),

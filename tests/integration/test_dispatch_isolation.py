@@ -329,3 +329,73 @@ def test_a_link_in_the_tenants_repository_leads_nowhere(svc: Service, link_at: s
     r = svc.c.post(f"/v1/placements/{plan['id']}/dispatch", json={}, headers=svc.alpha)
     assert r.status_code == 502 and "not a plain" in r.json()["detail"], r.text
     assert list(target.iterdir()) == []
+
+
+# ---- the operator: CLI paths under the roots, key rotation --------------------------------------
+
+
+def test_operator_paths_stay_under_the_roots(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from broker.cli.main import app as cli
+
+    roots, outside = tmp_path / "operator", tmp_path / "outside"
+    roots.mkdir()
+    outside.mkdir()
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    monkeypatch.setenv("BROKER_SERVER_PATH_ROOTS", json.dumps([str(roots)]))
+    monkeypatch.setenv("BROKER_DATA_DIR", str(tmp_path / "data"))
+    runner = CliRunner()
+    secret = write_kubeconfig(outside / "kc.yaml", "http://127.0.0.1:9")
+    (roots / "link.yaml").symlink_to(secret)
+
+    def add(name: str, *target: str) -> Any:
+        return runner.invoke(cli, ["clusters", "add", name, "--site", "aws:eu-central-1", *target])
+
+    for path in (secret, roots / "link.yaml", roots / ".." / "outside" / "kc.yaml"):
+        r = add("k", "--kubeconfig", str(path))
+        assert r.exit_code == 2 and "outside the roots" in r.output, r.output
+    assert add("g", "--gitops-dir", str(outside)).exit_code == 2
+    passwd = roots / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    r = add("k", "--kubeconfig", str(passwd))
+    assert r.exit_code == 2 and "not a kubeconfig" in r.output and "/bin/bash" not in r.output
+    good = write_kubeconfig(roots / "kc.yaml", "http://127.0.0.1:9")
+    assert add("k", "--kubeconfig", str(good), "--context", "edge-1", "--tenant", "acme").exit_code == 0
+    listed = json.loads(runner.invoke(cli, ["clusters", "list", "--json", "--tenant", "acme"]).stdout)
+    assert [c["kubeconfig"] for c in listed] == [str(good)]
+
+    # the API without a key (authentication off, loopback) is the operator too: same roots
+    b = open_broker(db_url, server_path_roots=[str(roots)], data_dir=str(tmp_path / "data"))
+    with service_client(b) as c:
+        r = c.post("/v1/clusters", json={"name": "k2", "site": "aws:eu-central-1", "kubeconfig": str(secret)})
+        assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "kubeconfig"]
+        ok = c.post("/v1/clusters", json={"name": "k2", "site": "aws:eu-central-1", "kubeconfig": str(good)})
+        assert ok.status_code == 201, ok.text
+    b.engine.dispose()
+
+
+def test_keys_rotate_without_losing_stored_credentials(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from broker.cli.main import app as cli
+
+    old, new = KEY, Fernet.generate_key().decode()
+    for s in _service(db_url, tmp_path, secret_key=old):
+        r = s.cluster(s.alpha, "k", "aws:eu-central-1", kubeconfig_content=kubeconfig("http://x:1"))
+        assert r.status_code == 201, r.text
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    monkeypatch.setenv("BROKER_SECRET_KEY", f"{new},{old}")  # step 1: the new key in front
+    r = CliRunner().invoke(cli, ["clusters", "rotate-secrets"])
+    assert r.exit_code == 0 and "re-encrypted 1" in r.output, r.output
+    b = open_broker(db_url)
+    with b.engine.connect() as conn:
+        sealed = conn.execute(text("select kubeconfig_sealed from dispatch_clusters")).scalar_one()
+    b.engine.dispose()
+    # step 2: the old key can go; what is stored opens with the new one alone
+    assert json.loads(Fernet(new.encode()).decrypt(sealed.encode()))["users"][0]["user"]["token"] == TOKEN
+    monkeypatch.setenv("BROKER_SECRET_KEY", Fernet.generate_key().decode())  # a wrong key: refused, nothing changed
+    r = CliRunner().invoke(cli, ["clusters", "rotate-secrets"])
+    assert r.exit_code != 0 and "cannot be decrypted" in r.output
