@@ -56,6 +56,8 @@ class TargetPolicy:
 
     def workspace(self, tenant: str, cluster: str) -> Path:
         """The clone of one tenant's cluster repository: <data_dir>/workspaces/<tenant>/<cluster>."""
+        self.workspaces.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workspaces, 0o700)  # tenants' manifests are no business of other local users
         root = self.workspaces.resolve()
         path = (root / tenant / cluster).resolve()
         # tenant names and cluster names cannot hold "/" or start with ".", so this only fails if
