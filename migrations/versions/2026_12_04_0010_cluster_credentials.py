@@ -1,15 +1,15 @@
 """dispatch clusters: tenants' encrypted kubeconfigs and GitOps repository URLs
 
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-12-03 10:00:00
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-04 15:00:00
 """
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = "0008"
-down_revision = "0007"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
