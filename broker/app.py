@@ -33,6 +33,7 @@ from broker.placements.documents import PlacementRequestIn, result_to_document
 from broker.placements.rightsizing import apply_demand
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
+from broker.solver_runtime import prepare_process, solver_options
 from broker.usage.service import UsageStore
 
 
@@ -72,6 +73,7 @@ class Broker:
 
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Broker:
+        prepare_process()
         url = settings.resolved_database_url()
         if prepare:
             migrate(url)
@@ -125,7 +127,11 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         measured = MeasurementStore(self.sessions).for_tenant(tenant)
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
-        result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
+        result = solve(
+            problem,
+            time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s),
+            options=solver_options(self.settings),
+        )
         out = result_to_document(
             result, name=request.name, horizon_hours=request.horizon_hours, latency_quantile=request.latency_quantile
         )
@@ -133,7 +139,9 @@ class Broker:
         out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
         out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
         if rightsizing is not None:  # declared vs forecast-sized requests, both priced
-            out["rightsizing"] = rightsizing.section(problem, float(out["cost_per_hour"]), request.time_limit_s)
+            out["rightsizing"] = rightsizing.section(
+                problem, float(out["cost_per_hour"]), request.time_limit_s, options=solver_options(self.settings)
+            )
         cost = float(out["cost_per_hour"])
         if request.dry_run:
             with self.sessions() as s:
@@ -176,7 +184,7 @@ class Broker:
         self._check_references(req_in, cat)
         problem = self._problem(request, cat)
         limit = min(request.time_limit_s, self.settings.solve_time_limit_s) * 4
-        fronts = pareto_fronts(problem, time_limit_s=limit)
+        fronts = pareto_fronts(problem, time_limit_s=limit, options=solver_options(self.settings))
         return {
             name: [
                 {

@@ -25,6 +25,7 @@ class Settings(BaseSettings):
 
     database_url: str = ""
     solve_time_limit_s: float = 10.0
+    mip_idle_exit_s: float = 600.0  # a solver MIP child without a MIP for this long exits (docs/solver.md)
     max_workloads_sync: int = 5000
     max_body_bytes: int = 5_000_000
     price_stale_after_days: float = 30.0

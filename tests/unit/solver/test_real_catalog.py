@@ -5,10 +5,13 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 import yaml
 from fastapi.testclient import TestClient
 
 from broker.app import Broker
+
+pytestmark = pytest.mark.slow  # loads the full public catalog
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "checkout.yaml"
 
