@@ -31,15 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.solver.bounds.lagrangian_multipliers import CANDIDATES, Multipliers, candidates
 from broker.solver.model.layout import Layout, ModelInput
 from broker.solver.model.master import Master
 from broker.solver.model.universe import Universe
 
 CHUNK = 1 << 19  # universe columns per numpy pass (keeps temporaries to a few MB)
-
-# fixed resource directions tried on every pool: cpu, memory, half-half, gpu
-_DIRECTIONS = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
-CANDIDATES = ("lp", "lp-scaled", "site-avg", "global-avg", "cpu", "memory", "half", "gpu")
 
 
 @dataclass
@@ -48,13 +45,6 @@ class BoundDetail:
     chosen: dict[str, int]  # universe pools per multiplier candidate
     node_penalty: float = 0.0  # what the node terms cost (<= 0)
     lp_share: float = 1.0  # share of the classes whose rows kept the LP's duals
-
-
-@dataclass
-class _Cand:
-    mu: FloatArray  # [pools, 3] >= 0, multipliers of the capacity rows
-    phi_scale: FloatArray  # [pools] multiplier of the LP's fit-row duals
-    valid: BoolArray  # [pools]
 
 
 @dataclass
@@ -204,7 +194,7 @@ def _evaluate(
 
     # per candidate and pool: the node term (no shift) or the shift variant, scored
     inpool = m.pool_col[pools] >= 0
-    cands = _candidates(mi.site_idx[pools], mi.n_sites, inpool, cap, node_cost - credit, mu_lp, fitphi)
+    cands = candidates(mi.site_idx[pools], mi.n_sites, inpool, cap, node_cost - credit, mu_lp, fitphi)
     k_n = len(cands)
     scores = np.full((2 * k_n, n_p), -np.inf)
     nterms = np.zeros((k_n, n_p))
@@ -258,7 +248,7 @@ def _node_term(a: FloatArray, credit: FloatArray, max_nodes: FloatArray) -> Floa
     return out
 
 
-def _drag(cols: _Cols, cand: _Cand, shift: FloatArray, pools: BoolArray | None) -> FloatArray:
+def _drag(cols: _Cols, cand: Multipliers, shift: FloatArray, pools: BoolArray | None) -> FloatArray:
     """Per pool: sum_c R_c min(0, coef_cp - y_c) over its columns (only `pools` when given)."""
     u = cols.uni.cols
     n_p = len(shift)
@@ -278,7 +268,7 @@ def _drag(cols: _Cols, cand: _Cand, shift: FloatArray, pools: BoolArray | None) 
     return out
 
 
-def _drag_many(cols: _Cols, cands: list[_Cand]) -> list[FloatArray]:
+def _drag_many(cols: _Cols, cands: list[Multipliers]) -> list[FloatArray]:
     """_drag of several candidates (no shift, every pool) in one pass over the universe."""
     u = cols.uni.cols
     n_p = len(cols.uni.seg_pool)
@@ -356,52 +346,6 @@ def _fixed_columns_term(mi: ModelInput, lay: Layout, y: FloatArray) -> tuple[flo
             rc = rc + y[lay.moves_row]
         per_class += np.bincount(mi.keep_class, weights=np.minimum(rc * mi.keep_cur, 0.0), minlength=nc)
     return float(per_class.sum()), per_class
-
-
-def _candidates(
-    site: IntArray,
-    n_sites: int,
-    inpool: BoolArray,
-    cap: FloatArray,
-    eff: FloatArray,
-    mu_lp: FloatArray,
-    fitphi: FloatArray,
-) -> list[_Cand]:
-    """Capacity-row multipliers per pool, one set per name in CANDIDATES."""
-    n_p = len(site)
-    zeros = np.zeros(n_p)
-    pos = np.maximum(eff, 0.0)
-    out = [_Cand(mu_lp, np.ones(n_p), inpool)]
-    load = (cap * mu_lp).sum(axis=1) + fitphi
-    scale = np.where(load > 0, pos / np.where(load > 0, load, 1.0), 0.0)
-    out.append(_Cand(mu_lp * scale[:, None], scale, inpool))
-    # the LP's resource directions, normalised, averaged over in-model pools
-    w_lp = cap * mu_lp
-    s = w_lp.sum(axis=1)
-    good = inpool & (s > 0) & (eff > 0)
-    w_lp = np.where(good[:, None], w_lp / np.where(s > 0, s, 1.0)[:, None], 0.0)
-    glob = w_lp[good].mean(axis=0) if good.any() else np.array([0.5, 0.5, 0.0])
-    per_site = np.zeros((n_sites, 3))
-    for r in range(3):
-        per_site[:, r] = np.bincount(site[good], weights=w_lp[good, r], minlength=n_sites)
-    cnt = np.bincount(site[good], minlength=n_sites)
-    site_w = np.where(cnt[:, None] > 0, per_site / np.maximum(cnt, 1)[:, None], glob)
-    out.append(_direction(site_w[site], cap, pos))
-    out.append(_direction(np.broadcast_to(glob, (n_p, 3)), cap, pos))
-    for w in _DIRECTIONS:
-        out.append(_direction(np.broadcast_to(w, (n_p, 3)), cap, pos))
-    for c in out[2:]:
-        c.phi_scale = zeros
-    return out
-
-
-def _direction(w: FloatArray, cap: FloatArray, pos_eff: FloatArray) -> _Cand:
-    """mu = eff * w / cap with w renormalised over the resources the pool has (sum 1)."""
-    w = np.where(cap > 0, w, 0.0)
-    s = w.sum(axis=1)
-    w = w / np.where(s > 0, s, 1.0)[:, None]
-    mu = np.where(cap > 0, pos_eff[:, None] * w / np.where(cap > 0, cap, 1.0), 0.0)
-    return _Cand(mu, np.zeros(len(s)), s > 0)
 
 
 def _mu_dot(mu: FloatArray, demand: FloatArray, pool: IntArray, cls: IntArray) -> FloatArray:
