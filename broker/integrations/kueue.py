@@ -21,6 +21,7 @@ Pure: the caller passes the Workload, the worker clusters with their sites, and 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -341,16 +342,43 @@ def nomination(ranking: Ranking, width: int) -> list[str]:
 # ---- writing ----------------------------------------------------------------------------
 
 
+def owned_by_kueue(wl: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(status fields, condition types) Kueue's admission manager holds by apply, from the
+    Workload's managedFields (`k:{"type":"QuotaReserved"}` keys the conditions list)."""
+    fields: set[str] = set()
+    conditions: set[str] = set()
+    for entry in (wl.get("metadata") or {}).get("managedFields") or []:
+        if (entry.get("manager"), entry.get("operation"), entry.get("subresource")) != (
+            FIELD_MANAGER,
+            "Apply",
+            "status",
+        ):
+            continue
+        status = (entry.get("fieldsV1") or {}).get("f:status") or {}
+        fields |= {k[2:] for k in status if k.startswith("f:")}
+        for key in status.get("f:conditions") or {}:
+            if key.startswith("k:"):
+                try:
+                    conditions.add(str(json.loads(key[2:]).get("type")))
+                except (ValueError, AttributeError):
+                    continue
+    return fields, conditions
+
+
 def status_apply(wl: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
     """The server-side apply body for Kueue's admission status with `names` nominated.
 
-    It carries the admission fields Kueue's manager writes, at their current values, so the apply
-    under that manager changes the nomination only; metadata.resourceVersion makes a stale write
-    fail with 409 instead of resurrecting values Kueue has changed since."""
+    It carries the admission fields Kueue's manager writes (those its managedFields show, and
+    those Kueue's admission apply always sends), at their current values, so the apply under that
+    manager changes the nomination only; metadata.resourceVersion makes a stale write fail with
+    409 instead of resurrecting values Kueue has changed since."""
     meta = wl["metadata"]
     current = wl.get("status") or {}
-    status: dict[str, Any] = {k: copy.deepcopy(current[k]) for k in ADMISSION_FIELDS if k in current}
-    conditions = [copy.deepcopy(c) for c in current.get("conditions") or [] if c.get("type") in ADMISSION_CONDITIONS]
+    owned_fields, owned_conditions = owned_by_kueue(wl)
+    keep = (set(ADMISSION_FIELDS) | owned_fields) - {"conditions", "nominatedClusterNames"}
+    status: dict[str, Any] = {k: copy.deepcopy(current[k]) for k in sorted(keep) if k in current}
+    kinds = ADMISSION_CONDITIONS | owned_conditions
+    conditions = [copy.deepcopy(c) for c in current.get("conditions") or [] if c.get("type") in kinds]
     if conditions:
         status["conditions"] = conditions
     if names:

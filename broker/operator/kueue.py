@@ -16,6 +16,7 @@ the site of the broker cluster registered under the same name.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -91,7 +92,8 @@ class KueueDispatcher:
         self.clock = clock
         self._topology = Topology()
         self._rounds: dict[str, _Round] = {}
-        self._due: dict[str, tuple[float, str, str]] = {}  # uid -> (next round, namespace, name)
+        # Workloads awaiting nomination: uid -> (when the next round starts, inf if none, namespace, name)
+        self._waiting: dict[str, tuple[float, str, str]] = {}
         self._last_cluster: dict[str, str] = {}
         self._told: dict[str, str] = {}  # uid -> last event message (an unchanged answer is not repeated)
         self.relists = 0
@@ -124,10 +126,14 @@ class KueueDispatcher:
         return str(listed["metadata"]["resourceVersion"])
 
     def tick(self) -> None:
-        """Widen the nominations whose round is over."""
+        """Widen the nominations whose round is over; nominate every waiting Workload again when
+        the MultiKueue objects changed (a cluster went inactive, a site annotation moved)."""
+        before = self._topology
+        after = self.topology()
+        moved = after is not before and (after.checks, after.clusters) != (before.checks, before.clusters)
         t = self.clock()
-        for uid, (due, ns, name) in list(self._due.items()):
-            if due <= t:
+        for uid, (due, ns, name) in list(self._waiting.items()):
+            if moved or due <= t:
                 try:
                     self.reconcile_safely(self._get(ns, name))
                 except ApiException as exc:
@@ -136,8 +142,9 @@ class KueueDispatcher:
 
     def _events(self, resource_version: str, stop: threading.Event) -> Iterator[dict[str, Any]]:
         timeout = self.watch_timeout_s
-        if self._due:  # end the watch in time for the next round
-            timeout = max(1, min(timeout, int(min(d for d, _, _ in self._due.values()) - self.clock()) + 1))
+        due = min((d for d, _, _ in self._waiting.values()), default=math.inf)
+        if math.isfinite(due):  # end the watch in time for the next round
+            timeout = max(1, min(timeout, int(due - self.clock()) + 1))
         kwargs: dict[str, Any] = {
             "resource_version": resource_version,
             "timeout_seconds": timeout,
@@ -226,7 +233,7 @@ class KueueDispatcher:
             self._last_cluster.pop(uid, None)
         if not kq.awaiting_nomination(wl, check):
             self._rounds.pop(uid, None)
-            self._due.pop(uid, None)
+            self._waiting.pop(uid, None)
             return
         self._nominate(wl, topo.workers(str(check["name"])))
 
@@ -247,11 +254,12 @@ class KueueDispatcher:
         elif t - r.started >= self.round_s:
             r.started, r.width = t, r.width + self.step
         names = kq.nomination(ranking, r.width)
-        if len(names) < min(len(ranking.ordered), kq.MAX_NOMINATED):
-            self._due[uid] = (r.started + self.round_s, wl["metadata"]["namespace"], wl["metadata"]["name"])
-        else:
-            self._due.pop(uid, None)
-        if not names:
+        wider = len(names) < min(len(ranking.ordered), kq.MAX_NOMINATED)
+        due = r.started + self.round_s if wider else math.inf
+        self._waiting[uid] = (due, wl["metadata"]["namespace"], wl["metadata"]["name"])
+        if not names:  # withdraw what no longer qualifies (an apply without the field clears it)
+            if kq.nominated(wl):
+                self._apply(wl, names)
             self._tell(wl, "Warning", "NoWorkerCluster", kq.reason(ranking, names))
             return
         if list(kq.nominated(wl)) != names and self._apply(wl, names):
@@ -298,7 +306,7 @@ class KueueDispatcher:
 
     def _forget(self, uid: str) -> None:
         self._rounds.pop(uid, None)
-        self._due.pop(uid, None)
+        self._waiting.pop(uid, None)
         self._last_cluster.pop(uid, None)
         self._told.pop(uid, None)
 

@@ -191,6 +191,44 @@ def test_a_worker_that_gives_the_workload_back_is_not_nominated_again(cluster: C
     assert any(e["reason"] == "Rejected" and "iad" in e["message"] for e in crs.events)
 
 
+def test_a_cluster_that_goes_inactive_is_replaced_once_the_objects_are_read_again(cluster: Cluster) -> None:
+    crs, objects, api = cluster
+    set_up_multikueue(objects, {"fra": "aws:eu-central-1", "iad": "aws:us-east-1"})
+    create_workload(objects, "train")
+    reserve_quota(objects, "train")
+    clock = Clock()
+    d = dispatcher(api, clock, topology_ttl_s=30.0)
+    d.resync()
+    assert nominated(objects, "train") == ["iad"]
+    disconnected = {"conditions": [condition("Active", "False", "ClientConnectionFailed")]}
+    objects.patch_cluster_custom_object_status(
+        kq.GROUP,
+        V,
+        "multikueueclusters",
+        "iad",
+        {
+            "apiVersion": f"{kq.GROUP}/{V}",
+            "kind": "MultiKueueCluster",
+            "metadata": {"name": "iad"},
+            "status": disconnected,
+        },
+        field_manager="kueue",
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    d.tick()  # the objects were read less than 30 s ago
+    assert nominated(objects, "train") == ["iad"]
+    clock.t += 31
+    d.tick()
+    assert nominated(objects, "train") == ["fra"]
+    # and when nothing qualifies, the nomination is withdrawn
+    objects.delete_cluster_custom_object(kq.GROUP, V, "multikueueclusters", "fra")
+    clock.t += 31
+    d.tick()
+    assert nominated(objects, "train") == []
+    assert crs.events[-1]["reason"] == "NoWorkerCluster"
+
+
 def test_a_conflicting_status_write_is_retried_on_the_fresh_object(cluster: Cluster) -> None:
     crs, objects, api = cluster
     set_up_multikueue(objects, CLUSTERS)

@@ -278,3 +278,43 @@ def test_kueues_configured_dispatcher_is_read_from_its_configuration() -> None:
     assert kq.configured_dispatcher("kind: Configuration\n") is None
     with pytest.raises(kq.WorkloadInputError):
         kq.configured_dispatcher("multiKueue: [")
+
+
+def test_the_apply_keeps_whatever_else_kueues_manager_owns() -> None:
+    """A field or condition type a newer Kueue applies, known from the Workload's managedFields
+    (the real server keys list items: k:{"type":...}), is carried too, so the apply cannot drop it."""
+    status = {
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "r", "message": "", "lastTransitionTime": "t"},
+            {"type": "FutureGate", "status": "True", "reason": "r", "message": "", "lastTransitionTime": "t"},
+            {"type": "Unowned", "status": "True", "reason": "r", "message": "", "lastTransitionTime": "t"},
+        ],
+        "futureField": {"x": 1},
+        "reclaimablePods": [{"name": "ps0", "count": 1}],
+    }
+    wl = workload((1, [container("1")]), status=status)
+    wl["metadata"]["managedFields"] = [
+        {
+            "manager": "kueue-admission",
+            "operation": "Apply",
+            "subresource": "status",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:status": {
+                    "f:conditions": {'k:{"type":"QuotaReserved"}': {".": {}}, 'k:{"type":"FutureGate"}': {".": {}}},
+                    "f:futureField": {"f:x": {}},
+                }
+            },
+        },
+        {
+            "manager": "kueue-job",
+            "operation": "Apply",
+            "subresource": "status",
+            "fieldsV1": {"f:status": {"f:reclaimablePods": {}}},
+        },
+    ]
+    assert kq.owned_by_kueue(wl) == ({"conditions", "futureField"}, {"QuotaReserved", "FutureGate"})
+    body = kq.status_apply(wl, ["fra"])
+    assert [c["type"] for c in body["status"]["conditions"]] == ["QuotaReserved", "FutureGate"]
+    assert body["status"]["futureField"] == {"x": 1}
+    assert "reclaimablePods" not in body["status"]
