@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
-from broker.settings import Settings
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -50,17 +50,18 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _registered(broker_tenant: str) -> tuple[Broker, dict[str, str]]:
-    from broker.app import Broker
+def _registered(ctx: typer.Context, broker_tenant: str) -> tuple[Broker, dict[str, str]]:
+    """The invocation's Broker, and the sites of the clusters the tenant registered, by name."""
     from broker.dispatch.clusters import list_clusters
 
-    broker = Broker.open(Settings())
+    broker = edge(ctx).broker()
     return broker, {c.name: c.site for c in list_clusters(broker.sessions, tenant=broker_tenant)}
 
 
 def register(app: typer.Typer) -> None:
     @app.command("kueue-dispatcher")
     def kueue_dispatcher(
+        ctx: typer.Context,
         kubeconfig: KubeconfigOpt = None,
         context: ContextOpt = None,
         namespace: Annotated[str | None, typer.Option(help="watch one namespace (default: all)")] = None,
@@ -95,7 +96,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_INVALID)
         if problem:
             err.print(f"[yellow]warning:[/yellow] {problem}")
-        broker, registered = _registered(tenant)
+        broker, registered = _registered(ctx, tenant)
 
         def prices() -> tuple[dict[str, Site], PoolTable]:
             catalog = broker.catalog()  # the current catalog: a price refresh shows without a restart
@@ -125,6 +126,7 @@ def register(app: typer.Typer) -> None:
 
     @ocm_app.command("publish")
     def ocm_publish(
+        ctx: typer.Context,
         kubeconfig: KubeconfigOpt = None,
         context: ContextOpt = None,
         cluster: Annotated[
@@ -155,7 +157,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(EXIT_INVALID)
             overrides[c] = site
         api = _api(kubeconfig, context)
-        broker, registered = _registered(tenant)
+        broker, registered = _registered(ctx, tenant)
         seconds = valid_for or (3 * every if every else 3600)
         publisher = ScorePublisher(
             api,
