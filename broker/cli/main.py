@@ -220,6 +220,7 @@ COMMAND_MODULES = [
     "usage",
     "forecast",
     "operator",
+    "multicluster",
     "latency",
 ]
 
