@@ -34,6 +34,7 @@ from broker.placements.rightsizing import apply_demand
 from broker.placements.store import PlacementStore
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
+from broker.solver_runtime import prepare_process, solver_options
 from broker.usage.service import UsageStore
 
 
@@ -73,6 +74,7 @@ class Broker:
 
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Broker:
+        prepare_process()
         url = settings.resolved_database_url()
         if prepare:
             migrate(url)
@@ -126,7 +128,11 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         measured = MeasurementStore(self.sessions).for_tenant(tenant)
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
-        result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
+        result = solve(
+            problem,
+            time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s),
+            options=solver_options(self.settings),
+        )
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         placement = Placement(
             name=request.name,
@@ -137,7 +143,9 @@ class Broker:
             price_as_of={p: d for p, d in cat.price_as_of.items() if p in used},
             prices=self._price_snapshot(cat, [n.pool for n in result.nodes]),
             # declared vs forecast-sized requests, both priced
-            rightsizing=rightsizing.section(problem, result.cost_per_hour, request.time_limit_s)
+            rightsizing=rightsizing.section(
+                problem, result.cost_per_hour, request.time_limit_s, options=solver_options(self.settings)
+            )
             if rightsizing is not None
             else None,
         )
@@ -170,7 +178,7 @@ class Broker:
         self._check_references(req_in, cat)
         problem = self._problem(request, cat)
         limit = min(request.time_limit_s, self.settings.solve_time_limit_s) * 4
-        fronts = pareto_fronts(problem, time_limit_s=limit)
+        fronts = pareto_fronts(problem, time_limit_s=limit, options=solver_options(self.settings))
         as_sent = req_in.model_dump(mode="json")
         return {
             name: [

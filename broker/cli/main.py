@@ -222,6 +222,7 @@ COMMAND_MODULES = [
     "usage",
     "forecast",
     "operator",
+    "multicluster",
     "latency",
 ]
 

@@ -36,6 +36,7 @@ from broker.dispatch.documents import DispatchIn
 from broker.dispatch.gitops import GitOpsDispatcher
 from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle, Target, build_bundles, dns_label, total_replicas
+from broker.dispatch.policy import TargetPolicy
 from broker.dispatch.schema import check_bundles
 from broker.errors import NotFound
 from broker.placements.store import PlacementStore
@@ -57,13 +58,15 @@ class DispatchService:
     def __init__(self, broker: Broker, *, dispatchers: Mapping[str, Dispatcher] | None = None) -> None:
         self.broker = broker
         cfg = broker.settings
+        self.policy = TargetPolicy.from_settings(cfg)
         self.dispatchers: Mapping[str, Dispatcher] = dispatchers or {
             KUBERNETES: KubernetesDispatcher(
+                self.policy,
                 timeout_s=cfg.dispatch_timeout_s,
                 retries=cfg.dispatch_retries,
                 ready_wait_s=cfg.dispatch_ready_wait_s,
             ),
-            GITOPS: GitOpsDispatcher(),
+            GITOPS: GitOpsDispatcher(self.policy, timeout_s=cfg.gitops_timeout_s),
         }
 
     # ---- planning (no writes) ---------------------------------------------------------

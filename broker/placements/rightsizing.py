@@ -20,7 +20,7 @@ from broker.errors import BrokerError, InvalidRequest
 from broker.forecast.history import HistoryError, Panel, regularize
 from broker.forecast.sizing import SizedResource, size
 from broker.placements.documents import PlacementRequestIn
-from broker.solver import PlacementProblem, solve
+from broker.solver import PlacementProblem, SolverOptions, solve
 from broker.usage.service import UsageStore
 
 METRICS = ("cpu", "memory_gib")
@@ -31,10 +31,18 @@ class Rightsizing:
     workloads: list[WorkloadSizing]
     declared: PlacementRequestIn
 
-    def section(self, problem: PlacementProblem, result_cost: float, time_limit_s: float) -> SizingReport:
+    def section(
+        self,
+        problem: PlacementProblem,
+        result_cost: float,
+        time_limit_s: float,
+        *,
+        options: SolverOptions | None = None,
+    ) -> SizingReport:
         declared_cost: float | None
         try:
-            declared = solve(dataclasses.replace(problem, request=self.declared.to_domain()), time_limit_s=time_limit_s)
+            declared_problem = dataclasses.replace(problem, request=self.declared.to_domain())
+            declared = solve(declared_problem, time_limit_s=time_limit_s, options=options)
             declared_cost = declared.cost_per_hour if declared.status != "infeasible" else None
         except BrokerError:  # the declared request may not fit anywhere; the sized one did
             declared_cost = None

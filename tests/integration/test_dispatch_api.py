@@ -22,6 +22,7 @@ from tests.integration.dispatch_support import (
 from tests.integration.kube_fake import write_kubeconfig
 
 PROBLEM = "application/problem+json"
+pytestmark = pytest.mark.usefixtures("server_roots")
 
 
 def _register(client: TestClient, repo: Path, sites: set[str]) -> dict[str, str]:
@@ -112,6 +113,11 @@ def test_dispatch_over_rest_dry_run_apply_status_and_failure(
 
     # the repository disappears: a 502 problem that carries the dispatch record
     other = client.post(f"/v1/placements/{pid}/replan", json={"replicas": {"orders-db": 3}}).json()
+    moved_to = {a["site"] for a in broker.get_placement(other["new_placement_id"])["assignments"]}
+    for i, site in enumerate(sorted(moved_to - {a["site"] for a in placement["assignments"]})):
+        # the replan may use a site the first placement did not (it follows the catalog's latency figures)
+        body = {"name": f"n{i}", "site": site, "gitops_dir": str(repo), "namespace": "shop"}
+        assert client.post("/v1/clusters", json=body).status_code == 201
     shutil.rmtree(repo)
     r = client.post(f"/v1/placements/{other['new_placement_id']}/dispatch")
     assert r.status_code == 502 and r.headers["content-type"] == PROBLEM

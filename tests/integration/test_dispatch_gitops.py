@@ -23,11 +23,14 @@ from tests.integration.dispatch_support import (
     git,
     gitops_clusters,
     new_repo,
+    policy,
     replicas_by_workload,
     store_checkout,
     stored_document,
 )
 from tests.placements import assignment, placement
+
+pytestmark = pytest.mark.usefixtures("server_roots")
 
 
 def _rows(broker: Broker) -> tuple[int, int]:
@@ -145,7 +148,7 @@ def _bundle(replicas: int) -> ClusterBundle:
     return b
 
 
-def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(tmp_path: Path) -> None:
+def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(broker: Broker, tmp_path: Path) -> None:
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
     work = tmp_path / "work"
@@ -155,7 +158,7 @@ def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(tmp
     git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
     git(work, "push", "-q", "-u", "origin", "HEAD")
     cluster = Cluster("fra", "aws:eu-central-1", "gitops", "shop", gitops_dir=str(work))
-    gitops = GitOpsDispatcher(timeout_s=20)
+    gitops = GitOpsDispatcher(policy(broker), timeout_s=20)
 
     first = gitops.apply(cluster, _bundle(3))
     assert first["committed"] and first["pushed"]

@@ -5,11 +5,14 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 import yaml
 from fastapi.testclient import TestClient
 
 from broker.app import Broker
 from broker.placements.documents import placement_document
+
+pytestmark = pytest.mark.slow  # loads the full public catalog
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "checkout.yaml"
 
