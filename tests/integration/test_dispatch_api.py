@@ -113,7 +113,7 @@ def test_dispatch_over_rest_dry_run_apply_status_and_failure(
 
     # the repository disappears: a 502 problem that carries the dispatch record
     other = client.post(f"/v1/placements/{pid}/replan", json={"replicas": {"orders-db": 3}}).json()
-    moved_to = {a["site"] for a in broker.get_placement(other["new_placement_id"])["assignments"]}
+    moved_to = {a["site"] for a in stored_document(broker, other["new_placement_id"])["assignments"]}
     for i, site in enumerate(sorted(moved_to - {a["site"] for a in placement["assignments"]})):
         # the replan may use a site the first placement did not (it follows the catalog's latency figures)
         body = {"name": f"n{i}", "site": site, "gitops_dir": str(repo), "namespace": "shop"}
