@@ -222,6 +222,7 @@ COMMAND_MODULES = [
     "operator",
     "multicluster",
     "latency",
+    "simulate",
 ]
 
 

@@ -26,7 +26,7 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible (a node at a failed site, a replica that is not there)."""
 
 
-def _grow(a: np.ndarray, n: int, fill: object) -> np.ndarray:  # type: ignore[type-arg]
+def _grow(a: np.ndarray, n: int, fill: object) -> np.ndarray:
     if n <= len(a):
         return a
     out = np.full(max(n, 2 * len(a), 64), fill, dtype=a.dtype)
@@ -174,7 +174,7 @@ class Cluster:
             return
         self.node_state[node] = GONE
         n = self.n_reps
-        self.rep_move[: n][self.rep_move[:n] == node] = -1
+        self.rep_move[:n][self.rep_move[:n] == node] = -1
         lost = np.flatnonzero(self.rep_alive[:n] & (self.rep_node[:n] == node))
         moving = lost[self.rep_move[lost] >= 0]
         self.rep_node[moving] = self.rep_move[moving]  # its replacement was on its way

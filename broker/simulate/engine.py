@@ -8,16 +8,15 @@ when the replay starts), and that opening placement is not scored as scheduling.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from broker.core.pooltable import FloatArray, IntArray
+from broker.core.pooltable import IntArray
 from broker.simulate.accounting import Dependencies, Ledger, account
-from broker.simulate.cluster import GONE, Cluster
+from broker.simulate.cluster import Cluster
 from broker.simulate.events import Event, Scenario
 from broker.simulate.fleet import STEP_S, FleetIn
 from broker.simulate.market import SPOT, Market
@@ -51,6 +50,7 @@ def simulate(
     *,
     progress: Progress | None = None,
 ) -> RunResult:
+    usage = _with_surge(usage, scenario)
     ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario)
     policy.start(ctx)
     c = Cluster(market, len(fleet.workloads))
@@ -98,10 +98,7 @@ def simulate(
         if waiting:
             out.decision_s.append(time.perf_counter() - started)
         c.settle()
-        surge = scenario.surge(step)
-        cpu = usage.cpu[:, h + step] * np.where(scenario.surge_workloads, surge, 1.0)
-        mem = usage.memory_gib[:, h + step] * np.where(scenario.surge_workloads, surge, 1.0)
-        account(ledger, c, step, cpu, mem, deps=deps, tenant_of=tenant_of)
+        account(ledger, c, step, usage.cpu[:, h + step], usage.memory_gib[:, h + step], deps=deps, tenant_of=tenant_of)
         if progress is not None:
             progress(step + 1, scenario.steps)
     out.events = timeline + out.events
@@ -109,6 +106,17 @@ def simulate(
     out.migrations = c.migrations
     out.migration_cost = c.migrations * fleet.costs.migration_per_replica
     return out
+
+
+def _with_surge(usage: Usage, sc: Scenario) -> Usage:
+    """Usage as it happens: the surge's demand on top of the trace (what policies then observe)."""
+    if sc.surge_start < 0:
+        return usage
+    cpu, mem = usage.cpu.copy(), usage.memory_gib.copy()
+    window = slice(usage.history_steps + sc.surge_start, usage.history_steps + sc.surge_end)
+    cpu[sc.surge_workloads, window] *= sc.surge_factor
+    mem[sc.surge_workloads, window] *= sc.surge_factor
+    return Usage(cpu=cpu, memory_gib=mem, history_steps=usage.history_steps)
 
 
 def _view(ctx: SimContext, c: Cluster, step: int, events: tuple[Event, ...], target: IntArray) -> StepView:
@@ -175,10 +183,3 @@ def _dependencies(fleet: FleetIn) -> Dependencies:
             dst.append(index[d.workload])
             gib.append(d.gib_per_hour)
     return Dependencies(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.array(gib, dtype=np.float64))
-
-
-def node_hours(ledger: Ledger) -> float:
-    return float(ledger.series["nodes"].sum()) * STEP_S / 3600.0
-
-
-__all__ = ["GONE", "FloatArray", "RunResult", "math", "node_hours", "simulate"]

@@ -47,7 +47,9 @@ class Scenario:
         """The scheduled events (spot interruptions are drawn as the run goes)."""
         out: list[Event] = []
         if self.price_step >= 0:
-            out.append(Event(self.price_step, "price_change", f"x{self.price_factor:g} on {int(self.price_pools.sum())} pools"))
+            out.append(
+                Event(self.price_step, "price_change", f"x{self.price_factor:g} on {int(self.price_pools.sum())} pools")
+            )
         if self.outage_site >= 0:
             site = market.table.sites[self.outage_site].id
             out.append(Event(self.outage_start, "outage_start", site))
@@ -75,7 +77,7 @@ class Scenario:
 
 def build_scenario(fleet: FleetIn, market: Market, *, days: float) -> Scenario:
     t = market.table
-    steps = int(round(days * STEPS_PER_DAY))
+    steps = round(days * STEPS_PER_DAY)
     ev = fleet.events
     step_hours = STEP_S / 3600.0
     hazard = np.zeros(t.n_pools)
@@ -122,7 +124,7 @@ def build_scenario(fleet: FleetIn, market: Market, *, days: float) -> Scenario:
 
 
 def _step(hours: float) -> int:
-    return int(round(hours * 3600.0 / STEP_S))
+    return round(hours * 3600.0 / STEP_S)
 
 
 def _mix(x: U64) -> U64:

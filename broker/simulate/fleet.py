@@ -129,14 +129,14 @@ class CheapestFitIn(Strict):
 
 
 class BrokerPolicyIn(Strict):
-    replan_hours: float = Field(6.0, gt=0)
+    replan_hours: float = Field(12.0, gt=0)
     headroom_pct: float = Field(20.0, ge=0, le=400)
     forecast_hours: float = Field(24.0, gt=0, le=24 * 7)
-    payback_hours: float = Field(168.0, gt=0)
+    payback_hours: float = Field(24.0, gt=0)
+    min_saving_pct: float = Field(5.0, ge=0, le=100)
     disruption_budget: int = Field(20, ge=1)
     forecast: Literal["xgboost", "baseline"] = "xgboost"
-    time_limit_s: float = Field(5.0, gt=0, le=600)
-    spare_nodes_pct: float = Field(0.0, ge=0, le=100)
+    time_limit_s: float = Field(2.0, gt=0, le=600)
 
 
 class PoliciesIn(Strict):
@@ -155,7 +155,7 @@ class CostsIn(Strict):
 class FleetIn(Strict):
     name: Name
     start_day: int = Field(7, ge=0, description="simulated time starts this many days into the usage history")
-    days: float = Field(3.0, gt=0, le=366)
+    days: float = Field(2.0, gt=0, le=366)
     seed: int = 0
     traces: str | None = Field(None, description="a trace file beside the fleet file (CLI only)")
     sites: list[str] | None = Field(None, min_length=1)  # the sites any policy may use; None: every public site

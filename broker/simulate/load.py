@@ -31,7 +31,9 @@ def read_document(path: Path) -> Any:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise InvalidRequest(f"cannot read {path}: {exc.strerror}", errors=[{"loc": ["file"], "msg": str(exc)}]) from exc
+        raise InvalidRequest(
+            f"cannot read {path}: {exc.strerror}", errors=[{"loc": ["file"], "msg": str(exc)}]
+        ) from exc
     try:
         return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
@@ -102,10 +104,22 @@ def snapshot_parts(site_ids: Iterable[str] | None = None) -> CatalogParts:
             str(asof),
         )
         for site, it, ct, arch, v, m, g, gm, price, src, asof in zip(
-            *(frame[c].astype(object).tolist() for c in (
-                "site", "instance_type", "capacity_type", "arch", "vcpus", "memory_gib", "gpus", "gpu_model",
-                "price_per_hour", "price_source", "price_as_of",
-            )),  # fmt: skip
+            *(
+                frame[c].astype(object).tolist()
+                for c in (
+                    "site",
+                    "instance_type",
+                    "capacity_type",
+                    "arch",
+                    "vcpus",
+                    "memory_gib",
+                    "gpus",
+                    "gpu_model",
+                    "price_per_hour",
+                    "price_source",
+                    "price_as_of",
+                )
+            ),
             strict=True,
         )
     ]
@@ -113,7 +127,9 @@ def snapshot_parts(site_ids: Iterable[str] | None = None) -> CatalogParts:
     lat = snapshot.read_latency()
     latency = LatencyModel(
         {s.id: s for s in sites},
-        list(zip(lat["src"].astype(str), lat["dst"].astype(str), lat["rtt_ms"], lat["source"].astype(str), strict=True)),
+        list(
+            zip(lat["src"].astype(str), lat["dst"].astype(str), lat["rtt_ms"], lat["source"].astype(str), strict=True)
+        ),
     )
     idx = table.site_index
     n = len(sites)
@@ -127,7 +143,9 @@ def snapshot_parts(site_ids: Iterable[str] | None = None) -> CatalogParts:
     st = snapshot.read_storage()
     tier_col = {t.value: i for i, t in enumerate(STORAGE_TIERS)}
     by_provider: dict[str, np.ndarray] = {}
-    for provider, tier, price in zip(st["provider"].astype(str), st["tier"].astype(str), st["usd_per_gb_month"], strict=True):
+    for provider, tier, price in zip(
+        st["provider"].astype(str), st["tier"].astype(str), st["usd_per_gb_month"], strict=True
+    ):
         if tier in tier_col:
             by_provider.setdefault(provider, np.zeros(len(STORAGE_TIERS)))[tier_col[tier]] = price
     for i, s in enumerate(sites):

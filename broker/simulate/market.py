@@ -7,6 +7,7 @@ API). Reserved capacity is left out: a commitment is bought for years, not in 5-
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -69,7 +70,8 @@ class Market:
     def site_id(self, site: str, loc: list[Any]) -> int:
         if site not in self.table.site_index:
             raise InvalidRequest(
-                f"{'.'.join(map(str, loc))}: unknown site {site!r}", errors=[{"loc": loc, "msg": f"unknown site {site!r}"}]
+                f"{'.'.join(map(str, loc))}: unknown site {site!r}",
+                errors=[{"loc": loc, "msg": f"unknown site {site!r}"}],
             )
         return self.table.site_index[site]
 
@@ -189,10 +191,8 @@ def _rtt(latency: LatencyModel, sites: Sequence[Site], u: UserRegion) -> FloatAr
         if s.id == dst:
             out[i] = 0.0
             continue
-        try:
+        with contextlib.suppress(KeyError, ValueError):  # a site without coordinates promises no latency
             out[i] = latency.rtt(s.id, dst)[0]
-        except (KeyError, ValueError):  # a site without coordinates can promise no latency
-            pass
     return out
 
 

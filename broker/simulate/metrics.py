@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from broker.simulate.accounting import STEP_MIN, SERIES
+from broker.simulate.accounting import SERIES, STEP_MIN
 from broker.simulate.engine import RunResult
 from broker.simulate.fleet import STEP_S
 

@@ -31,7 +31,11 @@ def check_policies(names: Sequence[str]) -> list[str]:
         known = ", ".join(sorted(POLICIES))
         raise InvalidRequest(
             f"unknown policy {unknown[0]!r}; known: {known}",
-            errors=[{"loc": ["policies", i], "msg": f"unknown policy {n!r}; known: {known}"} for i, n in enumerate(names) if n in unknown],
+            errors=[
+                {"loc": ["policies", i], "msg": f"unknown policy {n!r}; known: {known}"}
+                for i, n in enumerate(names)
+                if n in unknown
+            ],
         )
     if not names:
         raise InvalidRequest("no policy to simulate", errors=[{"loc": ["policies"], "msg": "at least one policy"}])

@@ -36,7 +36,7 @@ def build_usage(fleet: FleetIn, traces: pd.DataFrame, *, days: float) -> Usage:
     Raises InvalidRequest naming the field: an unknown series, or a simulation that runs past
     the end of its usage (trace or inline values)."""
     history = fleet.start_day * STEPS_PER_DAY
-    total = history + int(round(days * STEPS_PER_DAY))
+    total = history + round(days * STEPS_PER_DAY)
     errors: list[dict[str, Any]] = []
     cpu = np.zeros((len(fleet.workloads), total))
     mem = np.zeros((len(fleet.workloads), total))

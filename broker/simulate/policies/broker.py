@@ -22,12 +22,20 @@ from dataclasses import replace
 import numpy as np
 
 from broker.core.domain import PlacementRequest, PlacementResult, UserRegion
-from broker.core.pooltable import FloatArray, IntArray
+from broker.core.pooltable import IntArray
 from broker.errors import BrokerError
 from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.fleet import STEP_S, STEPS_PER_DAY, FleetIn
 from broker.simulate.market import Market
-from broker.simulate.policies.base import EPS, Requests, SimContext, StepView, first_fit_decreasing, schedule
+from broker.simulate.policies.base import (
+    EPS,
+    Requests,
+    SimContext,
+    StepView,
+    first_fit_decreasing,
+    plan_moves,
+    schedule,
+)
 from broker.simulate.policies.sizing import Sizer
 from broker.solver import solve
 
@@ -51,6 +59,7 @@ class BrokerPolicy:
         self.last_drift_s = -np.inf
         self.queue: list[tuple[int, int]] = []  # (replica, target node) moves waiting for the budget
         self.solves = 0
+        self.replans = 0
 
     def start(self, ctx: SimContext) -> None:
         cpu, _ = ctx.history()
@@ -63,18 +72,21 @@ class BrokerPolicy:
             self._resize(view, np.arange(len(self.market.workloads)))
             self._place_all(c, view, current=False)
             return
-        replan = c.now_s >= self.next_replan_s or any(e.kind in REPLAN_EVENTS for e in view.events)
-        drift = self._drifting(view)
-        if len(drift) and c.now_s - self.last_drift_s >= DRIFT_COOLDOWN_S:
-            self.last_drift_s = c.now_s
-            replan = True
         pending = c.pending()
         if len(pending):
             self._place_pending(c, view, pending)
-        if replan:
+        if c.now_s >= self.next_replan_s or any(e.kind in REPLAN_EVENTS for e in view.events):
             self.next_replan_s = c.now_s + self.cfg.replan_hours * 3600.0
+            self.replans += 1
             self._resize(view, np.arange(len(self.market.workloads)))
-            self._place_all(c, view, current=True)
+            if not self._place_all(c, view, current=True):
+                self._relieve(c)
+        else:
+            drift = self._drifting(view)
+            if len(drift) and c.now_s - self.last_drift_s >= DRIFT_COOLDOWN_S:
+                self.last_drift_s = c.now_s
+                self._resize(view, drift)
+                self._relieve(c)
         self._run_queue(c)
 
     def _drifting(self, view: StepView) -> IntArray:
@@ -121,7 +133,9 @@ class BrokerPolicy:
             migration_cost_per_replica=self.migration_cost,
         )
 
-    def _solve(self, c: Cluster, request: PlacementRequest, current: dict[str, dict[str, int]]) -> PlacementResult | None:
+    def _solve(
+        self, c: Cluster, request: PlacementRequest, current: dict[str, dict[str, int]]
+    ) -> PlacementResult | None:
         problem = replace(self.market.problem(request, down=sorted(c.down), price=c.price), current=current)
         self.solves += 1
         try:
@@ -142,16 +156,55 @@ class BrokerPolicy:
             return
         self._realise(c, result, left)
 
-    def _place_all(self, c: Cluster, view: StepView, *, current: bool) -> None:
+    def _place_all(self, c: Cluster, view: StepView, *, current: bool) -> bool:
+        """Solve the whole fleet; realise the answer if it is worth its moves. Whether it was."""
         counts = {k: int(n) for k, n in enumerate(view.replicas.tolist()) if n > 0}
         running = self._current(c) if current else {}
         result = self._solve(c, self._request(self.fleet.name, counts, with_deps=True), running)
         if result is None:
-            return
+            return False
         if current and not self._worth_it(c, result, running):
-            return
+            return False
         self.queue.clear()
         self._realise(c, result, c.alive(), keep=current)
+        return True
+
+    def _relieve(self, c: Cluster) -> None:
+        """Nodes whose replicas' new requests no longer fit: move the largest replicas off them,
+        to room left elsewhere, else to new nodes solved for them. The rest stays where it is."""
+        live = c.nodes
+        free = c.free(self.req.cpu, self.req.memory_gib, self.req.gpus)
+        over = live[(free[:2, live] < -EPS).any(axis=0)]
+        if len(over) == 0:
+            return
+        evict: list[int] = []
+        for node in over.tolist():
+            reps = np.flatnonzero(
+                c.rep_alive[: c.n_reps] & (c.rep_node[: c.n_reps] == node) & (c.rep_move[: c.n_reps] < 0)
+            )
+            reps = reps[np.argsort(-self.req.cpu[c.rep_w[reps]], kind="stable")]
+            short = np.maximum(-free[:, node], 0.0)
+            for r in reps.tolist():
+                if (short <= EPS).all():
+                    break
+                evict.append(r)
+                short -= self.req.of(int(c.rep_w[r]))
+        n = c.n_nodes
+        usable = (c.node_state[:n] != GONE) & ~c.node_drain[:n]
+        usable[over] = False
+        left: list[int] = []
+        for r in evict:
+            target = plan_moves(c, np.array([r]), self.req, usable, self.market.feasible)
+            if target is None:
+                left.append(r)
+            else:
+                c.move(r, target[0])
+        if left:
+            rest = np.array(left, dtype=np.int64)
+            counts = {int(k): int(m) for k, m in zip(*np.unique(c.rep_w[rest], return_counts=True), strict=True)}
+            result = self._solve(c, self._request("relieve", counts, with_deps=False), {})
+            if result is not None:
+                self._realise(c, result, rest)
 
     def _current(self, c: Cluster) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(dict)
@@ -166,20 +219,17 @@ class BrokerPolicy:
         return dict(out)
 
     def _worth_it(self, c: Cluster, result: PlacementResult, running: dict[str, dict[str, int]]) -> bool:
-        """replan.py's rule: move when the saving over the payback horizon beats the moves' cost,
-        or when the placement in force no longer holds the requests."""
-        if len(c.pending()):
-            return True
+        """replan.py's rule, with a floor: move when the saving is at least `min_saving_pct` of
+        what runs now and, over the payback horizon, beats the moves' cost."""
         live = c.nodes
-        free = c.free(self.req.cpu, self.req.memory_gib, self.req.gpus)
-        if (free[:2, live] < -EPS).any():
-            return True
         now = float(c.price[c.node_pool[live]].sum())
         moved = 0
         for a in result.assignments:
             kept = running.get(a.pool, {}).get(a.workload, 0)
             moved += max(0, a.replicas - kept)
         saving = now - (result.cost_per_hour - result.egress_cost_per_hour - result.storage_cost_per_hour)
+        if saving < now * self.cfg.min_saving_pct / 100.0:
+            return False
         return saving * self.cfg.payback_hours > moved * self.migration_cost
 
     def _realise(self, c: Cluster, result: PlacementResult, replicas: IntArray, *, keep: bool = False) -> None:
@@ -220,9 +270,11 @@ class BrokerPolicy:
             used[node] = True
         moves: list[tuple[int, int]] = []
         for pool, reps in todo.items():
-            nodes = np.flatnonzero(
-                (c.node_pool[:n] == pool) & (c.node_state[:n] != GONE) & ~c.node_drain[:n]
-            ) if keep else np.zeros(0, dtype=np.int64)
+            nodes = (
+                np.flatnonzero((c.node_pool[:n] == pool) & (c.node_state[:n] != GONE) & ~c.node_drain[:n])
+                if keep
+                else np.zeros(0, dtype=np.int64)
+            )
             rest: list[int] = []
             for r in reps:
                 need = self.req.of(int(c.rep_w[r]))

@@ -28,7 +28,6 @@ from broker.simulate.fleet import FleetIn
 from broker.simulate.market import ONDEMAND, SPOT, Market
 from broker.simulate.policies.base import EPS, Requests, SimContext, StepView, plan_moves, schedule
 
-
 MAX_PODS = 110  # kubelet's default maxPods
 # the getting-started NodePool: instance categories c, m, r of generation 3 and newer (AWS names)
 DEFAULT_CATEGORIES = ("c", "m", "r")
@@ -119,7 +118,7 @@ class KarpenterLike:
                     break
             if placed:
                 continue
-            for want_spot in ([True, False] if spot else [False]):
+            for want_spot in [True, False] if spot else [False]:
                 kind = SPOT if want_spot else ONDEMAND
                 types = self.types[(t.cap_idx[self.types] == kind) & self.pool_ok[k, self.types]]
                 types = types[(cap[:, types] >= need[:, None] - EPS).all(axis=0)]
@@ -136,7 +135,9 @@ class KarpenterLike:
     def _spot_fits(self, k: int, need: np.ndarray) -> bool:
         t = self.market.table
         types = self.types[(t.cap_idx[self.types] == SPOT) & self.pool_ok[k, self.types]]
-        return bool((np.vstack([t.vcpus[types], t.memory_gib[types], t.gpus[types]]) >= need[:, None] - EPS).all(axis=0).any())
+        return bool(
+            (np.vstack([t.vcpus[types], t.memory_gib[types], t.gpus[types]]) >= need[:, None] - EPS).all(axis=0).any()
+        )
 
     # ---- consolidation -------------------------------------------------------------
 

@@ -31,7 +31,7 @@ class Sizer:
 
     def fit(self, cpu_history: FloatArray) -> None:
         if self.method == "xgboost":
-            self.model = train(_panel(cpu_history), horizon=self.horizon, params=TrainParams(nthread=1))
+            self.model = train(_panel(cpu_history), horizon=self.horizon, params=TrainParams(nthread=2))
 
     def p95_peak(self, cpu_seen: FloatArray, rows: IntArray) -> FloatArray:
         """Per workload in `rows`: the highest p95 over the next `horizon` steps (total cores)."""
@@ -53,9 +53,13 @@ class Sizer:
     def memory(self, mem_seen: FloatArray, rows: IntArray, replicas: IntArray) -> FloatArray:
         week = mem_seen[rows, -7 * STEPS_PER_DAY :]
         peak = week.max(axis=1) if week.shape[1] else np.zeros(len(rows))
-        return np.asarray(np.maximum(peak * (1.0 + self.headroom) / np.maximum(replicas[rows], 1), FLOORS["memory_gib"]))
+        return np.asarray(
+            np.maximum(peak * (1.0 + self.headroom) / np.maximum(replicas[rows], 1), FLOORS["memory_gib"])
+        )
 
 
 def _panel(values: FloatArray) -> Panel:
     ids = [f"w{k}" for k in range(values.shape[0])]
-    return Panel(ids=ids, starts=[0] * len(ids), values=[np.asarray(v, dtype=np.float64) for v in values], step_s=STEP_S)
+    return Panel(
+        ids=ids, starts=[0] * len(ids), values=[np.asarray(v, dtype=np.float64) for v in values], step_s=STEP_S
+    )
