@@ -30,13 +30,16 @@ def make_parts() -> CatalogParts:
         factor = 0.9 if s.provider == "gcp" else 1.0
         for it, v, m, od, sp in SHAPES:
             for ct, price in ((CapacityType.ONDEMAND, od * factor), (CapacityType.SPOT, sp)):
-                pools.append(
-                    Pool(Pool.make_id(s.id, it, ct), s.id, it, ct, Arch.AMD64, v, m, 0, None, price, None, "test", "2026-01-01")
-                )
+                pid = Pool.make_id(s.id, it, ct)
+                pools.append(Pool(pid, s.id, it, ct, Arch.AMD64, v, m, 0, None, price, None, "test", "2026-01-01"))
     table = build_pool_table(SITES, pools)
     latency = LatencyModel(
         {s.id: s for s in SITES},
-        [("aws:us-east-1", "aws:us-west-2", 60.0, "t"), ("aws:us-east-1", "gcp:us-east1", 12.0, "t"), ("aws:us-west-2", "gcp:us-east1", 55.0, "t")],
+        [
+            ("aws:us-east-1", "aws:us-west-2", 60.0, "t"),
+            ("aws:us-east-1", "gcp:us-east1", 12.0, "t"),
+            ("aws:us-west-2", "gcp:us-east1", 55.0, "t"),
+        ],
     )
     n = len(SITES)
     egress = np.full((n, n), 0.02)
@@ -67,8 +70,8 @@ FLEET: dict[str, Any] = {
          "usage": {"series": "az1633748"}},
         {"name": "db", "tenant": "a", "replicas": 2, "cpu": 2, "memory_gib": 8, "storage_gib": 50,
          "usage": {"series": "bb195"}},
-        {"name": "batch", "tenant": "b", "replicas": 2, "cpu": 2, "memory_gib": 4, "capacity_types": ["ondemand", "spot"],
-         "usage": {"series": "az1054036", "scale": "capacity"}},
+        {"name": "batch", "tenant": "b", "replicas": 2, "cpu": 2, "memory_gib": 4,
+         "capacity_types": ["ondemand", "spot"], "usage": {"series": "az1054036", "scale": "capacity"}},
     ],
 }  # fmt: skip
 

@@ -14,7 +14,7 @@ def test_uniform_is_reproducible_and_uniform():
     u = uniform(7, a, a % 13, a % 5)
     assert np.array_equal(u, uniform(7, a, a % 13, a % 5))
     assert not np.array_equal(u, uniform(8, a, a % 13, a % 5))
-    assert 0.0 <= u.min() and u.max() < 1.0
+    assert u.min() >= 0.0 and u.max() < 1.0
     assert abs(u.mean() - 0.5) < 0.01
     assert abs(np.quantile(u, 0.1) - 0.1) < 0.01
 

@@ -71,7 +71,7 @@ def test_karpenter_stays_home_and_uses_spot_for_tolerant_workloads(fleet_doc, pa
 
 def test_cheapest_fit_never_shares_a_node(fleet_doc, parts, traces):
     fleet_doc["events"]["site_outage"]["enabled"] = False
-    market, policy, run = _run("cheapest-fit", fleet_doc, parts, traces)
+    market, policy, _ = _run("cheapest-fit", fleet_doc, parts, traces)
     owner = policy.inner.owner
     assert (owner[: len(policy.launched)] >= 0).all()
     t = market.table
@@ -92,8 +92,7 @@ def test_broker_sizes_from_usage_and_spends_less_than_declared(fleet_doc, parts,
 
 def test_same_seed_same_figures(fleet_doc, parts, traces):
     runs = [
-        run_simulation(parse_fleet(fleet_doc), parts, traces, policies=list(POLICIES), days=0.5).runs
-        for _ in range(2)
+        run_simulation(parse_fleet(fleet_doc), parts, traces, policies=list(POLICIES), days=0.5).runs for _ in range(2)
     ]
     first, second = ([{k: v for k, v in summary(r).items() if k not in TIMING_COLUMNS} for r in rs] for rs in runs)
     assert first == second
