@@ -42,6 +42,8 @@ from broker.solver import solve
 REPLAN_EVENTS = {"price_change", "outage_end", "surge_end"}
 DRIFT_WINDOW = 3  # steps of usage above the requests that trigger a re-size
 DRIFT_COOLDOWN_S = 3600.0
+CPU_GRID = 0.1  # cores
+MEMORY_GRID = 0.25  # GiB
 
 
 class BrokerPolicy:
@@ -103,6 +105,10 @@ class BrokerPolicy:
         # the last hour's highest use is a floor: a forecast must not undercut what runs now
         recent = view.cpu_seen[rows, -STEPS_PER_DAY // 24 :].max(axis=1) / np.maximum(reps[rows], 1)
         cpu[rows] = np.maximum(cpu[rows], recent * (1.0 + self.sizer.headroom))
+        # rounded up to a grid, as VPA-style recommenders round: fewer distinct sizes make fewer
+        # replica classes for the solver, which then closes its gap sooner
+        cpu[rows] = np.ceil(cpu[rows] / CPU_GRID - EPS) * CPU_GRID
+        mem[rows] = np.ceil(mem[rows] / MEMORY_GRID - EPS) * MEMORY_GRID
         self.req = Requests(cpu, mem, self.req.gpus)
 
     # ---- placing -------------------------------------------------------------------
