@@ -61,6 +61,10 @@ def scaled(doc: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
     return out
 
 
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
 def targets(rows: dict[str, dict[str, Any]]) -> list[str]:
     """The issue's done-when figures, each with what was measured (no tuning to them)."""
     out: list[str] = []
@@ -68,12 +72,8 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[str]:
     if b and k:
         spend = b["spend_usd"] / k["spend_usd"]
         util = b["cpu_utilisation"] / k["cpu_utilisation"] if k["cpu_utilisation"] else float("nan")
-        out.append(
-            f"target broker/kube-default spend_ratio {spend:.3f} (<= 0.65: {'met' if spend <= 0.65 else 'NOT met'})"
-        )
-        out.append(
-            f"target broker/kube-default cpu_utilisation_ratio {util:.3f} (>= 1.27: {'met' if util >= 1.27 else 'NOT met'})"
-        )
+        out.append(f"target broker/kube-default spend_ratio {spend:.3f} (<= 0.65: {_met(spend <= 0.65)})")
+        out.append(f"target broker/kube-default cpu_utilisation_ratio {util:.3f} (>= 1.27: {_met(util >= 1.27)})")
         lat = b["sched_latency_p50_s"] < k["sched_latency_p50_s"]
         out.append(
             f"target broker/kube-default sched_latency_p50_s {b['sched_latency_p50_s']} vs {k['sched_latency_p50_s']}"
