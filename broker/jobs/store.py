@@ -137,7 +137,12 @@ def run_job(broker: Broker, job_id: str) -> str:
     token = tenant_var.set(row.tenant)
     instance = SUBMITTED_AT.get(row.kind, f"/v1/jobs/{job_id}")
     try:
-        doc, _stored = broker.place(row.request, tenant=row.tenant)
+        if row.kind == "simulation":  # a fleet simulation (broker/jobs/simulations.py): its own row keeps its state
+            from broker.jobs.simulations import run_simulation_job
+
+            doc = run_simulation_job(broker, row.request)
+        else:
+            doc, _stored = broker.place(row.request, tenant=row.tenant)
     except BrokerError as exc:
         store.finish(job_id, result=None, error=error_problem(exc, instance=instance))
         return "failed"
