@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
+from broker.cli.failures import print_invalid
 from broker.errors import BrokerError, InvalidRequest
 
 DEFAULT_POLICIES = "kube-default,cheapest-fit,karpenter-like,broker"
@@ -87,9 +88,7 @@ def register(app: typer.Typer) -> None:
 
                 sim = run_simulation(doc, parts, usage, policies=names, days=days, seed=seed, progress=tick)
         except InvalidRequest as exc:
-            err.print(f"[red]invalid input:[/red] {exc.detail}")
-            for e in exc.errors:
-                err.print(f"  - {'.'.join(str(p) for p in e.get('loc', []))}: {e.get('msg')}")
+            print_invalid(exc, "fleet")
             raise typer.Exit(EXIT_INVALID) from exc
         except BrokerError as exc:
             err.print(f"[red]{exc.title}: {exc.detail}[/red]")

@@ -262,5 +262,5 @@ def run_simulation_job(broker: Broker, request: dict[str, Any]) -> dict[str, Any
     sid = str(request["simulation_id"])
     status = SimulationService(broker).run(sid)
     if status in ("failed", "cancelled"):  # the job fails with it; the simulation's row says why
-        raise BrokerError(f"simulation {sid} {status}", simulation_id=sid, status=status)
+        raise BrokerError(f"simulation {sid} {status}", simulation_id=sid, simulation_status=status)
     return {"simulation_id": sid, "status": status}

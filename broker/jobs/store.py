@@ -30,7 +30,7 @@ log = logging.getLogger("broker.jobs")
 KIND_PLACEMENT = "placement"
 # where each kind of job was asked for: a failed job's problem document names it as its
 # `instance`, so the document is the one that request would have been answered with
-SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements"}
+SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements", "simulation": "/v1/simulations"}
 # a job still "running" after this long was left by a runner that died; it may be claimed again
 STALE_RUNNING = timedelta(hours=1)
 

@@ -127,9 +127,7 @@ def snapshot_parts(site_ids: Iterable[str] | None = None) -> CatalogParts:
     lat = snapshot.read_latency()
     latency = LatencyModel(
         {s.id: s for s in sites},
-        list(
-            zip(lat["src"].astype(str), lat["dst"].astype(str), lat["rtt_ms"], lat["source"].astype(str), strict=True)
-        ),
+        list(zip(lat["src"].astype(str), lat["dst"].astype(str), lat["rtt_ms"], lat["rtt_p95_ms"], strict=True)),
     )
     idx = table.site_index
     n = len(sites)
@@ -138,7 +136,8 @@ def snapshot_parts(site_ids: Iterable[str] | None = None) -> CatalogParts:
     for src, dst, price in zip(eg["src"].astype(str), eg["dst"].astype(str), eg["usd_per_gb"], strict=True):
         if src in idx and dst in idx:
             egress[idx[src], idx[dst]] = price
-    internet = np.array([_internet(s) for s in sites])
+    by_key = snapshot.read_internet_egress()
+    internet = np.array([_internet(s, by_key) for s in sites])
     storage = np.zeros((n, len(STORAGE_TIERS)))
     st = snapshot.read_storage()
     tier_col = {t.value: i for i, t in enumerate(STORAGE_TIERS)}
@@ -153,11 +152,10 @@ def snapshot_parts(site_ids: Iterable[str] | None = None) -> CatalogParts:
     return CatalogParts(table=table, latency=latency, egress=egress, internet_egress=internet, storage=storage)
 
 
-def _internet(site: Site) -> float:
-    price = snapshot.internet_egress_per_gb(site.id)
-    if price is not None:
-        return float(price)
-    return 0.0 if site.kind != SiteKind.PUBLIC else 0.09
+def _internet(site: Site, by_key: dict[str, float]) -> float:
+    """As read_catalog prices it: the site's own price, its provider's, else 0.09 (public) or 0."""
+    fallback = 0.0 if site.kind != SiteKind.PUBLIC else 0.09
+    return float(by_key.get(site.id, by_key.get(f"{site.provider}:*", fallback)))
 
 
 def parts_of(catalog: Any) -> CatalogParts:

@@ -7,7 +7,6 @@ API). Reserved capacity is left out: a commitment is bought for years, not in 5-
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -185,14 +184,12 @@ def _egress(raw: FloatArray, internet: FloatArray) -> FloatArray:
 
 
 def _rtt(latency: LatencyModel, sites: Sequence[Site], u: UserRegion) -> FloatArray:
+    """As Catalog.user_rtt gives it: the typical (p50) RTT from each site, 0 from the user's own site."""
     dst: str | tuple[float, float] = u.site if u.site is not None else (float(u.lat or 0.0), float(u.lon or 0.0))
-    out = np.full(len(sites), np.inf)
+    out = np.array(latency.rtt_from_sites([s.id for s in sites], dst), dtype=np.float64)
     for i, s in enumerate(sites):
         if s.id == dst:
             out[i] = 0.0
-            continue
-        with contextlib.suppress(KeyError, ValueError):  # a site without coordinates promises no latency
-            out[i] = latency.rtt(s.id, dst)[0]
     return out
 
 

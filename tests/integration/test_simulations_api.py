@@ -41,6 +41,17 @@ def wait(client: TestClient, sid: str, *, until: tuple[str, ...] = ("succeeded",
     raise AssertionError(f"simulation {sid} did not finish: {doc}")
 
 
+def wait_job(client: TestClient, job_id: str) -> dict:
+    """The job row is finished just after the simulation's own row."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
 def test_simulation_runs_and_is_stored(client: TestClient) -> None:
     r = client.post(
         "/v1/simulations", json={"fleet": small_fleet(), "days": 0.25, "policies": ["kube-default", "broker"]}
@@ -59,7 +70,7 @@ def test_simulation_runs_and_is_stored(client: TestClient) -> None:
                                                   "surge_end", "spot_interruption"}  # fmt: skip
     listed = client.get("/v1/simulations").json()
     assert listed["total"] >= 1 and listed["items"][0]["id"] == sid and listed["items"][0]["summary"] is None
-    job = client.get(f"/v1/jobs/{r.json()['job_id']}").json()
+    job = wait_job(client, r.json()["job_id"])
     assert job["status"] == "succeeded" and job["result"]["simulation_id"] == sid
 
 
@@ -111,8 +122,8 @@ def test_failed_simulation_stores_no_results(client: TestClient, monkeypatch: py
     doc = wait(client, r.json()["id"])
     assert doc["status"] == "failed" and doc["error"]["type"] == "internal"
     assert doc["summary"] is None and doc["series"] is None and doc["events"] is None
-    job = client.get(f"/v1/jobs/{r.json()['job_id']}").json()
-    assert job["status"] == "failed"
+    job = wait_job(client, r.json()["job_id"])
+    assert job["status"] == "failed" and "failed" in job["error"]["detail"]
 
 
 def test_cancelled_simulation_stores_no_results(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:

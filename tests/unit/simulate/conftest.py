@@ -36,9 +36,9 @@ def make_parts() -> CatalogParts:
     latency = LatencyModel(
         {s.id: s for s in SITES},
         [
-            ("aws:us-east-1", "aws:us-west-2", 60.0, "t"),
-            ("aws:us-east-1", "gcp:us-east1", 12.0, "t"),
-            ("aws:us-west-2", "gcp:us-east1", 55.0, "t"),
+            ("aws:us-east-1", "aws:us-west-2", 60.0, 66.0),
+            ("aws:us-east-1", "gcp:us-east1", 12.0, 14.0),
+            ("aws:us-west-2", "gcp:us-east1", 55.0, 60.0),
         ],
     )
     n = len(SITES)

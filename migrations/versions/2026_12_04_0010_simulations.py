@@ -1,15 +1,15 @@
 """fleet simulations: request, progress, results
 
-Revision ID: 0008_simulations
-Revises: 0007
+Revision ID: 0010_simulations
+Revises: 0009
 Create Date: 2026-12-04
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_simulations"
-down_revision = "0007"
+revision = "0010_simulations"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 
