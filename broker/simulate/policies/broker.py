@@ -97,6 +97,8 @@ class BrokerPolicy:
         return np.flatnonzero((seen > held + EPS).all(axis=1))
 
     def _resize(self, view: StepView, rows: IntArray) -> None:
+        if view.cpu_seen.shape[1] < STEPS_PER_DAY:  # under a day of usage: nothing to size from yet
+            return
         reps = view.replicas
         cpu = self.req.cpu.copy()
         mem = self.req.memory_gib.copy()

@@ -30,7 +30,8 @@ class Sizer:
     model: ForecastModel | None = None
 
     def fit(self, cpu_history: FloatArray) -> None:
-        if self.method == "xgboost":
+        """Train on the history (the model needs two days of it; with less, the baseline sizes)."""
+        if self.method == "xgboost" and cpu_history.shape[1] >= 2 * STEPS_PER_DAY:
             self.model = train(_panel(cpu_history), horizon=self.horizon, params=TrainParams(nthread=2))
 
     def p95_peak(self, cpu_seen: FloatArray, rows: IntArray) -> FloatArray:

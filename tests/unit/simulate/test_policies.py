@@ -115,3 +115,13 @@ def test_jain():
     assert jain(np.array([1.0, 0.0]), np.array([1.0, 1.0])) == pytest.approx(0.5)
     # a shortfall on the heavier tenant weighs more
     assert jain(np.array([0.5, 1.0]), np.array([3.0, 1.0])) < jain(np.array([1.0, 0.5]), np.array([3.0, 1.0]))
+
+
+def test_broker_without_history_keeps_declared_requests(fleet_doc, parts, traces):
+    fleet_doc["start_day"] = 0
+    fleet_doc["policies"]["broker"]["forecast"] = "xgboost"
+    market, policy, run = _run("broker", fleet_doc, parts, traces, days=0.5)
+    declared = np.array([w.cpu for w in market.workloads])
+    assert np.array_equal(policy.inner.req.cpu, declared)  # half a day seen: not enough to size from
+    assert policy.inner.sizer.model is None
+    assert summary(run)["spend_usd"] > 0
