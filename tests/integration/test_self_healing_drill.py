@@ -84,9 +84,7 @@ def drill(broker: Broker, tmp: Path, *, services: int = 40, disruption_budget: i
         started = time.perf_counter()
         applied = svc.dispatch(new["id"], DispatchIn())
         apply_s = time.perf_counter() - started
-        ready = {
-            site: sum(v for v in kube.replicas().values()) for site, kube in servers.items() if site != failed
-        }
+        ready = {site: sum(v for v in kube.replicas().values()) for site, kube in servers.items() if site != failed}
     return {
         "replicas": sum(per_site.values()),
         "stranded_replicas": stranded,
