@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from broker.core.pooltable import IntArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.simulate.cluster import GONE, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
@@ -27,13 +27,6 @@ class CheapestFit:
     def __init__(self, fleet: FleetIn, market: Market) -> None:
         self.market = market
         self.req = Requests.declared(market)
-        t = market.table
-        self.per_node = np.zeros((len(market.workloads), t.n_pools))
-        for k in range(len(market.workloads)):
-            fit = np.minimum(t.vcpus / self.req.cpu[k], t.memory_gib / self.req.memory_gib[k])
-            if self.req.gpus[k] > 0:
-                fit = np.minimum(fit, t.gpus / self.req.gpus[k])
-            self.per_node[k] = np.floor(fit + EPS) * market.feasible[k]
         self.owner = np.zeros(0, dtype=np.int64)
 
     def start(self, ctx: SimContext) -> None:
@@ -51,9 +44,17 @@ class CheapestFit:
                 self._launch(c, int(w), left)
         self._tear_down(c)
 
+    def _per_node(self, w: int) -> FloatArray:
+        """Replicas of `w` a node of each pool holds (0 where the workload may not run)."""
+        t = self.market.table
+        fit = np.minimum(t.vcpus / self.req.cpu[w], t.memory_gib / self.req.memory_gib[w])
+        if self.req.gpus[w] > 0:
+            fit = np.minimum(fit, t.gpus / self.req.gpus[w])
+        return np.asarray(np.floor(fit + EPS) * self.market.feasible[w], dtype=np.float64)
+
     def _launch(self, c: Cluster, w: int, replicas: IntArray) -> None:
         t = self.market.table
-        per = self.per_node[w]
+        per = self._per_node(w)
         up = ~np.isin(t.site_idx, list(c.down))
         ok = np.flatnonzero((per >= 1) & up)
         if len(ok) == 0:
