@@ -153,3 +153,24 @@ def test_cancelled_simulation_stores_no_results(client: TestClient, monkeypatch:
 
 def test_unknown_simulation_is_404(client: TestClient) -> None:
     assert client.get("/v1/simulations/sim_nope").status_code == 404
+
+
+def test_a_sweep_queues_one_job_per_scenario_and_seed(client: TestClient) -> None:
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES.parent / "bench"))
+    from simulate_sweep import sweep
+
+    rows = sweep(
+        client,
+        small_fleet(),
+        scenarios=["base", "home:events.site_outage.site=aws:us-east-1"],
+        seeds=[1, 2],
+        policies=["kube-default", "karpenter-like"],
+        days=0.25,
+        poll_s=0.2,
+        timeout_s=300,
+    )
+    assert sorted({(name, seed) for name, seed, _ in rows}) == [("base", 1), ("base", 2), ("home", 1), ("home", 2)]
+    assert len(rows) == 8
+    assert client.get("/v1/jobs").json()["total"] >= 4
