@@ -179,6 +179,8 @@ class Cluster:
         moving = lost[self.rep_move[lost] >= 0]
         self.rep_node[moving] = self.rep_move[moving]  # its replacement was on its way
         self.rep_move[moving] = -1
+        waiting = moving[self.node_state[self.rep_node[moving]] != READY]
+        self.rep_pending_s[waiting] = self.now_s  # down until the replacement's node is up
         stranded = lost[self.rep_node[lost] == node]
         self.rep_node[stranded] = -1
         running = stranded[np.isnan(self.rep_pending_s[stranded])]

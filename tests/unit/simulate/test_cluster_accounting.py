@@ -131,3 +131,19 @@ def test_egress_between_sites(market):
     assert ledger.series["spend_egress"][0] == pytest.approx(12 * 1.073741824 * 0.02 * 5 / 60)
     # db's 50 GiB volume at 0.1 $/GB-month
     assert ledger.series["spend_storage"][0] == pytest.approx(50 * 1.073741824 * 0.1 / 730 * 5 / 60)
+
+
+def test_losing_the_old_node_mid_move_waits_for_the_new_one(market):
+    c = Cluster(market, 3)
+    c.instant = True
+    a = c.launch(_pool(market, "aws:us-east-1/m5.large/ondemand"))
+    c.add_replicas(0, 1)
+    c.bind(0, a)
+    c.instant = False
+    b = c.launch(_pool(market, "aws:us-east-1/m5.large/ondemand"))
+    c.move(0, b)
+    c.now_s = 60.0
+    c.terminate(a)
+    assert c.rep_node[0] == b and not c.running()[0]
+    c.ready_until(150.0)
+    assert c.running()[0] and c.sched_latency_s == [90.0]
