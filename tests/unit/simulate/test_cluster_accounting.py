@@ -140,6 +140,7 @@ def test_losing_the_old_node_mid_move_waits_for_the_new_one(market):
     c.add_replicas(0, 1)
     c.bind(0, a)
     c.instant = False
+    c.sched_latency_s.clear()  # as the engine does after the opening placement
     b = c.launch(_pool(market, "aws:us-east-1/m5.large/ondemand"))
     c.move(0, b)
     c.now_s = 60.0
