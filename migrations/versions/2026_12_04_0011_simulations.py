@@ -1,15 +1,15 @@
 """fleet simulations: request, progress, results
 
-Revision ID: 0010_simulations
-Revises: 0009
+Revision ID: 0011_simulations
+Revises: 0010
 Create Date: 2026-12-04
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_simulations"
-down_revision = "0009"
+revision = "0011_simulations"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
