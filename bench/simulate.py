@@ -23,10 +23,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from broker.settings import Settings  # noqa: E402
 from broker.simulate.fleet import parse_fleet  # noqa: E402
 from broker.simulate.load import read_document, snapshot_parts, traces  # noqa: E402
 from broker.simulate.metrics import SUMMARY_COLUMNS, summary  # noqa: E402
 from broker.simulate.run import run_simulation  # noqa: E402
+from broker.solver_runtime import solver_options  # noqa: E402
 from pricing.traces import series_ids  # noqa: E402
 
 POLICIES = ["kube-default", "cheapest-fit", "karpenter-like", "broker"]
@@ -119,6 +121,7 @@ def main() -> None:
         policies=args.policies.split(","),
         days=args.days,
         seed=args.seed,
+        solver_options=solver_options(Settings()),  # as the CLI solves: MIPs in a child held to the limit
     )
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     scenario = f"{fleet.name} workloads={len(fleet.workloads)} days={sim.days:g} seed={sim.fleet.seed}"

@@ -58,10 +58,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Replay a fleet at 5-minute steps under each policy. Exit codes: 0 done, 2 invalid input."""
+        from broker.settings import Settings
         from broker.simulate.fleet import parse_fleet
         from broker.simulate.load import read_document, snapshot_parts, traces
         from broker.simulate.metrics import summary_frame
         from broker.simulate.run import run_simulation
+        from broker.solver_runtime import solver_options
 
         err = Console(stderr=True)
         names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -86,7 +88,16 @@ def register(app: typer.Typer) -> None:
                     if done % 12 == 0 or done == total:
                         bar.update(tasks[policy], completed=done)
 
-                sim = run_simulation(doc, parts, usage, policies=names, days=days, seed=seed, progress=tick)
+                sim = run_simulation(
+                    doc,
+                    parts,
+                    usage,
+                    policies=names,
+                    days=days,
+                    seed=seed,
+                    progress=tick,
+                    solver_options=solver_options(Settings()),
+                )
         except InvalidRequest as exc:
             print_invalid(exc, "fleet")
             raise typer.Exit(EXIT_INVALID) from exc

@@ -26,6 +26,7 @@ from broker.simulate.market import build_market
 from broker.simulate.metrics import events_frame, series_frame, summary_frame
 from broker.simulate.run import check_policies, run_simulation
 from broker.simulate.usage import build_usage
+from broker.solver_runtime import solver_options
 from pricing.traces import read_usage_traces
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ class SimulationService:
                 days=float(request["days"]),
                 seed=int(request["seed"]),
                 progress=self._progress(sid, len(request["policies"])),
+                solver_options=solver_options(self.broker.settings),
             )
         except Cancelled:
             self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})

@@ -22,6 +22,7 @@ from broker.simulate.fleet import STEP_S, FleetIn
 from broker.simulate.market import SPOT, Market
 from broker.simulate.policies.base import Policy, SimContext, StepView
 from broker.simulate.usage import Usage
+from broker.solver import SolverOptions
 
 Progress = Callable[[int, int], None]  # (steps done, steps in all)
 
@@ -49,9 +50,10 @@ def simulate(
     policy: Policy,
     *,
     progress: Progress | None = None,
+    solver_options: SolverOptions | None = None,
 ) -> RunResult:
     usage = _with_surge(usage, scenario)
-    ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario)
+    ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario, solver_options=solver_options)
     policy.start(ctx)
     c = Cluster(market, len(fleet.workloads))
     base = np.array([w.replicas for w in fleet.workloads], dtype=np.int64)

@@ -1,6 +1,6 @@
 """The scenario: when prices change, sites fail, demand surges, and which spot nodes are reclaimed.
 
-Spot interruptions are drawn per spot pool from its monthly risk (broker/solver/risk.py) by a
+Spot interruptions are drawn per spot pool from its monthly risk (broker/solver/answer/risk.py) by a
 counter-based generator: whether the k-th oldest node of pool p is reclaimed in step s is a hash
 of (seed, p, s, k). So every policy that runs k nodes of that pool at that time meets the same
 draw, whatever else it did, and the same seed gives the same run.

@@ -74,7 +74,7 @@ class FleetWorkloadIn(WorkloadIn):
 
 class SpotInterruptionsIn(Strict):
     enabled: bool = True
-    # multiplies every pool's monthly risk (broker/solver/risk.py): 1 = the providers' typical rates
+    # multiplies every pool's monthly risk (broker/solver/answer/risk.py): 1 = the providers' typical rates
     risk_multiplier: float = Field(1.0, ge=0, le=1_000)
 
 

@@ -20,8 +20,8 @@ from broker.core.latency import LatencyModel
 from broker.core.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, FloatArray, PoolTable, build_pool_table
 from broker.errors import InvalidRequest
 from broker.simulate.fleet import FleetIn
+from broker.solver.answer.risk import interruption_risk_month
 from broker.solver.problem import GIB_IN_GB, STORAGE_TIERS, PlacementProblem
-from broker.solver.risk import interruption_risk_month
 
 HOURS_PER_MONTH = 730.0
 SPOT = CAPACITY_TYPES.index(CapacityType.SPOT)

@@ -14,6 +14,7 @@ from broker.simulate.fleet import FleetIn
 from broker.simulate.market import CatalogParts, build_market
 from broker.simulate.policies import POLICIES
 from broker.simulate.usage import build_usage
+from broker.solver import SolverOptions
 
 Progress = Callable[[str, int, int], None]  # (policy, steps done, steps in all)
 
@@ -51,6 +52,7 @@ def run_simulation(
     days: float | None = None,
     seed: int | None = None,
     progress: Progress | None = None,
+    solver_options: SolverOptions | None = None,
 ) -> Simulation:
     """Validate everything first (policies, sites, series, length), then replay each policy."""
     names = check_policies(policies)
@@ -66,5 +68,5 @@ def run_simulation(
     runs = []
     for name, policy in made:
         tick = (lambda done, total, _n=name: progress(_n, done, total)) if progress else None
-        runs.append(simulate(fleet, market, usage, scenario, policy, progress=tick))
+        runs.append(simulate(fleet, market, usage, scenario, policy, progress=tick, solver_options=solver_options))
     return Simulation(fleet=fleet, days=length, runs=runs)

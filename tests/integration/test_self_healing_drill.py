@@ -23,6 +23,7 @@ from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
 from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
+from tests.integration.dispatch_support import policy
 from tests.integration.kube_fake import serve_fake_kube, write_kubeconfig
 
 
@@ -54,6 +55,8 @@ def _clusters(broker: Broker, stack: ExitStack, tmp: Path, sites: set[str], know
             broker.sessions,
             ClusterIn(name=f"k{i}", site=site, kubeconfig=str(cfg), context=f"ctx{i}", namespace="shop"),
             known_sites=broker.catalog().sites,
+            policy=policy(broker),
+            operator=True,
         )
         known[site] = kube
 
@@ -61,7 +64,7 @@ def _clusters(broker: Broker, stack: ExitStack, tmp: Path, sites: set[str], know
 def drill(broker: Broker, tmp: Path, *, services: int = 40, disruption_budget: int = 50) -> dict[str, Any]:
     placement, stored = broker.place(drill_request(services))
     assert stored
-    dispatcher = KubernetesDispatcher(timeout_s=5, retries=3, backoff_s=0, sleep=lambda _s: None)
+    dispatcher = KubernetesDispatcher(policy(broker), timeout_s=5, retries=3, backoff_s=0, sleep=lambda _s: None)
     svc = DispatchService(broker, dispatchers={"kubernetes": dispatcher})
     servers: dict[str, Any] = {}
     with ExitStack() as stack:

@@ -19,6 +19,7 @@ from broker.simulate.events import Event, Scenario
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
 from broker.simulate.usage import Usage
+from broker.solver import SolverOptions
 
 EPS = 1e-9
 
@@ -29,6 +30,7 @@ class SimContext:
     market: Market
     usage: Usage  # policies read history only: columns before usage.history_steps
     scenario: Scenario
+    solver_options: SolverOptions | None = None  # the edge's (a MIP runner that holds time limits)
 
     def history(self) -> tuple[FloatArray, FloatArray]:
         h = self.usage.history_steps

@@ -37,7 +37,7 @@ from broker.simulate.policies.base import (
     schedule,
 )
 from broker.simulate.policies.sizing import Sizer
-from broker.solver import solve
+from broker.solver import SolverOptions, solve
 
 REPLAN_EVENTS = {"price_change", "outage_end", "surge_end"}
 DRIFT_WINDOW = 3  # steps of usage above the requests that trigger a re-size
@@ -61,9 +61,11 @@ class BrokerPolicy:
         self.last_drift_s = -np.inf
         self.queue: list[tuple[int, int]] = []  # (replica, target node) moves waiting for the budget
         self.solves = 0
+        self.options: SolverOptions | None = None
         self.replans = 0
 
     def start(self, ctx: SimContext) -> None:
+        self.options = ctx.solver_options
         cpu, _ = ctx.history()
         self.sizer.fit(cpu)
 
@@ -147,7 +149,7 @@ class BrokerPolicy:
         problem = replace(self.market.problem(request, down=sorted(c.down), price=c.price), current=current)
         self.solves += 1
         try:
-            return solve(problem, time_limit_s=self.cfg.time_limit_s, seed=self.fleet.seed)
+            return solve(problem, time_limit_s=self.cfg.time_limit_s, seed=self.fleet.seed, options=self.options)
         except BrokerError:  # nothing fits right now (a failed site, say): the replicas wait
             return None
 
