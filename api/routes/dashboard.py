@@ -29,6 +29,12 @@ def dashboard_page() -> HTMLResponse:
     return HTMLResponse((STATIC / "dashboard.html").read_text(), headers={"Cache-Control": "no-cache"})
 
 
+@router.get("/dashboard/simulations", response_class=HTMLResponse, include_in_schema=False)
+def simulations_page() -> HTMLResponse:
+    """Fleet simulations: spend and utilisation over time per policy, events marked."""
+    return HTMLResponse((STATIC / "simulations.html").read_text(), headers={"Cache-Control": "no-cache"})
+
+
 @router.get("/dashboard/static/{path:path}", include_in_schema=False)
 def dashboard_asset(path: str) -> FileResponse:
     target = (STATIC / path).resolve()

@@ -224,6 +224,7 @@ COMMAND_MODULES = [
     "operator",
     "multicluster",
     "latency",
+    "simulate",
 ]
 
 

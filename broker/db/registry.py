@@ -12,4 +12,5 @@ from broker.db import (
     placement_models,  # noqa: F401
     price_models,  # noqa: F401
     service_models,  # noqa: F401
+    simulation_models,  # noqa: F401
 )
