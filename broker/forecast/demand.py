@@ -41,6 +41,10 @@ class ResourceSizingOut(BaseModel):
     p95_peak: float
     change_pct: float
     method: str
+    # extension (docs/forecast.md): which forecaster sized it and how it did on the recent backtests
+    forecaster: str | None = None
+    backtest_mae: float | None = None
+    regime_shift: bool = False
 
 
 class WorkloadSizingOut(BaseModel):

@@ -64,6 +64,9 @@ def _out(r: SizedResource) -> ResourceSizingOut:
         p95_peak=r.p95_peak,
         change_pct=round(r.change_pct, 2),
         method=r.method,
+        forecaster=r.forecaster or None,
+        backtest_mae=r.backtest_mae,
+        regime_shift=r.regime_shift,
     )
 
 
@@ -115,6 +118,9 @@ def apply_demand(
                 headroom_pct=demand.headroom_pct,
                 method=f.method,
                 only_downsize=demand.only_downsize,
+                forecaster=f.forecaster,
+                backtest_mae=f.backtest_mae,
+                regime_shift=f.regime_shift,
             )
             setattr(report, metric, _out(sized))
             report.model_version = version if f.method == "xgboost" else report.model_version
