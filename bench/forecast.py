@@ -33,6 +33,7 @@ from broker.forecast.features import FEATURES
 from broker.forecast.history import Panel, parse_long_frame, regularize
 from broker.forecast.model import ForecastModel, TrainParams, train
 from broker.forecast.rolling import FIXED_RULES, rolling_origin
+from broker.forecast.select import SelectedForecaster, SelectParams, fit_selected
 
 REPO = Path(__file__).resolve().parents[1]
 # (file, time column, value columns): one column is used as is; (usage %, cores) becomes cores
@@ -60,7 +61,7 @@ def load(data: Path, trace: str, *, percent: bool = False) -> Panel:
     return regularize(frame, step_s=300, numeric_time=numeric)
 
 
-def inference_rate(model: ForecastModel, panel: Panel, horizon: int) -> float:
+def inference_rate(model: ForecastModel | SelectedForecaster, panel: Panel, horizon: int) -> float:
     """Rows per second of batch inference, features included, over every series (repeated ~2 s)."""
     started, rows = time.perf_counter(), 0
     while time.perf_counter() - started < 2.0:
@@ -138,6 +139,11 @@ def train_500k_figures(trace: str, panel: Panel, horizon: int, params: TrainPara
     print(f"{trace} train_500k_rows {model.train_rows}")
     print(f"{trace} train_500k_seconds {model.train_seconds:.2f}")
     print(f"{trace} train_500k_cpu_seconds_per_core {model.train_cpu_seconds / 2:.2f}")
+    # the selected forecaster: a backtest model and the final model, both on up to 500k rows
+    wall, cpu = time.perf_counter(), time.process_time()
+    fit_selected(history, horizon=horizon, params=dataclasses.replace(params, max_rows=500_000, per_point=2))
+    print(f"{trace} selected_train_500k_seconds {time.perf_counter() - wall:.2f}")
+    print(f"{trace} selected_train_500k_cpu_seconds_per_core {(time.process_time() - cpu) / 2:.2f}")
 
 
 def recursive_figures(trace: str, panel: Panel, horizon: int, params: TrainParams, ev: Evaluation) -> None:
@@ -217,10 +223,10 @@ def main() -> int:
             for seed in args.seeds if args.days else []:
                 rolling_figures(trace, panel, args.horizon, params, args.days, seed)
             continue
-        ev = evaluate(panel, horizon=args.horizon, params=params)
+        ev = evaluate(panel, horizon=args.horizon, params=params, select=SelectParams())
         sn = ev.scores["seasonal_naive"].mae
         model = ev.scores["xgboost"]
-        best = min((n for n in ev.scores if n != "xgboost"), key=lambda n: ev.scores[n].mae)
+        best = min((n for n in ev.scores if n not in ("xgboost", "selected")), key=lambda n: ev.scores[n].mae)
         print(f"{trace} series {len(panel)}")
         print(f"{trace} model_mae {model.mae:.4f}")
         print(f"{trace} seasonal_naive_mae {sn:.4f}")
@@ -231,7 +237,7 @@ def main() -> int:
         print(f"{trace} mae_ratio_to_best_heuristic {model.mae / ev.scores[best].mae:.4f}")
         print(f"{trace} p95_coverage_pct {model.p95_coverage:.2f}")
         for name, s in ev.scores.items():
-            if name != "xgboost":
+            if name not in ("xgboost", "selected"):
                 print(f"{trace} heuristic_ratio_to_seasonal_naive_{name} {s.mae / sn:.4f}")
                 if args.all_baselines:
                     print(f"{trace} heuristic_p95_coverage_pct_{name} {s.p95_coverage:.2f}")
@@ -242,6 +248,11 @@ def main() -> int:
         history, _ = panel.split(args.horizon)
         print(f"{trace} inference_rows_per_s {inference_rate(ev.model, history, args.horizon):.0f}")
         print(f"{trace} inference_rows_per_s_predict_only {predict_only_rate(ev.model):.0f}")
+        if ev.selector is not None:
+            print(f"{trace} selected_mae_ratio_to_seasonal_naive {ev.ratio('selected'):.4f}")
+            print(f"{trace} selected_p95_coverage_pct {ev.scores['selected'].p95_coverage:.2f}")
+            rate = inference_rate(ev.selector, history, args.horizon)
+            print(f"{trace} selected_inference_rows_per_s {rate:.0f}")
         sys.stdout.flush()
         heuristic_days(trace, panel, args.horizon, best, args.heuristic_days)
         for seed in args.seeds if args.days else []:
