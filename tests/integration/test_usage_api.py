@@ -139,5 +139,6 @@ def test_forecast_endpoint_and_models(client: TestClient) -> None:
     client.post("/v1/workloads/api/usage", content=text, headers={"content-type": "text/csv"})
     f = client.get("/v1/workloads/api/forecast", params={"horizon": 12}).json()
     assert len(f["p50"]) == 12 and all(u >= m for m, u in zip(f["p50"], f["p95"], strict=True))
+    assert f["forecaster"] == "weekly_median" and f["regime_shift"] is False  # no model yet: the baseline
     assert client.get("/v1/workloads/ghost/forecast").status_code == 404
     assert client.get("/v1/forecast/models").json() == {"items": []}
