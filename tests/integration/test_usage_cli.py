@@ -116,9 +116,7 @@ def test_forecast_evaluate_days_scores_each_held_out_day_and_every_metric(env: s
 
 
 @pytest.mark.parametrize(("extra", "message"), [(["--days", "9"], "too little history"), (["--days", "-1"], "--days")])
-def test_forecast_evaluate_days_beyond_the_history_is_a_clear_error(
-    env: str, extra: list[str], message: str
-) -> None:
+def test_forecast_evaluate_days_beyond_the_history_is_a_clear_error(env: str, extra: list[str], message: str) -> None:
     args = ["forecast", "evaluate", "--history", str(FIXTURES / "azure_4x4d.csv.gz"), "--horizon", "144"]
     r = runner.invoke(app, [*args, *extra])
     assert r.exit_code == 2 and message in r.output.replace("\n", " ")
