@@ -58,6 +58,9 @@ class ResourceSizing:
     p95_peak: float
     change_pct: float
     method: str  # "xgboost" | "fallback:..."
+    forecaster: str | None = None  # the selected forecaster that sized it (docs/forecast.md)
+    backtest_mae: float | None = None  # its error on the backtests before the forecast origin
+    regime_shift: bool = False  # the series shifted regime, so a robust rule sized it
 
 
 @dataclass(frozen=True, slots=True)

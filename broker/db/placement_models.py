@@ -25,6 +25,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    false,
     select,
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
@@ -210,6 +211,9 @@ class PlacementSizingResourceRow(Base):
     p95_peak: Mapped[float] = mapped_column(Float)
     change_pct: Mapped[float] = mapped_column(Float)
     method: Mapped[str] = mapped_column(String(80))
+    forecaster: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    backtest_mae: Mapped[float | None] = mapped_column(Float, nullable=True)
+    regime_shift: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     @classmethod
     def from_domain(cls, metric: str, r: ResourceSizing) -> PlacementSizingResourceRow:
@@ -221,6 +225,9 @@ class PlacementSizingResourceRow(Base):
             p95_peak=r.p95_peak,
             change_pct=r.change_pct,
             method=r.method,
+            forecaster=r.forecaster,
+            backtest_mae=r.backtest_mae,
+            regime_shift=r.regime_shift,
         )
 
     @staticmethod
@@ -232,6 +239,9 @@ class PlacementSizingResourceRow(Base):
             p95_peak=r.p95_peak,
             change_pct=r.change_pct,
             method=r.method,
+            forecaster=r.forecaster,
+            backtest_mae=r.backtest_mae,
+            regime_shift=bool(r.regime_shift),
         )
 
 

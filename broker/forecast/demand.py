@@ -43,6 +43,10 @@ class ResourceSizingOut(BaseModel):
     p95_peak: float
     change_pct: float
     method: str
+    # extension (docs/forecast.md): which forecaster sized it and how it did on the recent backtests
+    forecaster: str | None = None
+    backtest_mae: float | None = None
+    regime_shift: bool = False
 
     @classmethod
     def from_domain(cls, r: ResourceSizing) -> ResourceSizingOut:
@@ -53,6 +57,9 @@ class ResourceSizingOut(BaseModel):
             p95_peak=r.p95_peak,
             change_pct=r.change_pct,
             method=r.method,
+            forecaster=r.forecaster,
+            backtest_mae=r.backtest_mae,
+            regime_shift=r.regime_shift,
         )
 
 

@@ -72,6 +72,9 @@ def _out(r: SizedResource) -> ResourceSizing:
         p95_peak=r.p95_peak,
         change_pct=round(r.change_pct, 2),
         method=r.method,
+        forecaster=r.forecaster or None,
+        backtest_mae=r.backtest_mae,
+        regime_shift=r.regime_shift,
     )
 
 
@@ -119,6 +122,9 @@ def apply_demand(
                 headroom_pct=demand.headroom_pct,
                 method=f.method,
                 only_downsize=demand.only_downsize,
+                forecaster=f.forecaster,
+                backtest_mae=f.backtest_mae,
+                regime_shift=f.regime_shift,
             )
             sized_by_metric[metric] = _out(sized)
             model_version = version if f.method == "xgboost" else model_version
