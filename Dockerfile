@@ -1,7 +1,8 @@
 # placement-broker: one image for the API (scale it) and the worker.
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-RUN apt-get update && apt-get install -y --no-install-recommends curl && rm -rf /var/lib/apt/lists/*
+# git: GitOps dispatch clones, commits and pushes tenants' repositories
+RUN apt-get update && apt-get install -y --no-install-recommends curl git && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY api ./api
@@ -11,7 +12,7 @@ COPY pricing ./pricing
 COPY migrations ./migrations
 RUN pip install '.[postgres]' && useradd --system --uid 10001 broker && mkdir -p /data && chown broker /data
 USER broker
-ENV BROKER_AUTH=required BROKER_CATALOG_CACHE_DIR=/data/catalog-cache PROMETHEUS_MULTIPROC_DIR=/tmp/prom
+ENV BROKER_AUTH=required BROKER_CATALOG_CACHE_DIR=/data/catalog-cache BROKER_DATA_DIR=/data PROMETHEUS_MULTIPROC_DIR=/tmp/prom
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from broker.core.domain import Pool, ResidencyPolicy, Site
+from broker.core.placement import PlacementSummary as PlacementSummaryRecord
 
 
 class SiteOut(BaseModel):
@@ -103,6 +104,18 @@ class PlacementSummary(BaseModel):
     cost_per_hour: float
     baseline_cost_per_hour: float | None
     savings_pct: float | None
+
+    @classmethod
+    def from_domain(cls, p: PlacementSummaryRecord) -> PlacementSummary:
+        return cls(
+            id=p.id,
+            name=p.name,
+            created_at=p.created_at.isoformat(),
+            status=p.status,
+            cost_per_hour=p.cost_per_hour,
+            baseline_cost_per_hour=p.baseline_cost_per_hour,
+            savings_pct=p.savings_pct,
+        )
 
 
 class PlacementPage(BaseModel):

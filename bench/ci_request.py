@@ -116,13 +116,12 @@ def main() -> None:
     broker.place(doc)  # warm-up
 
     inproc, solve_ms, gaps = [], [], []
-    last: dict[str, Any] = {}
     for _ in range(args.runs):
         t = time.perf_counter()
         last, _ = broker.place(doc)
         inproc.append((time.perf_counter() - t) * 1000)
-        solve_ms.append(last["solve_ms"])
-        gaps.append(last["gap_pct"])
+        solve_ms.append(last.result.solve_ms)
+        gaps.append(last.result.gap_pct)
 
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
@@ -151,13 +150,14 @@ def main() -> None:
     print(f"median_in_process_ms: {statistics.median(inproc):.0f}")
     print(f"median_http_ms: {statistics.median(over_http):.0f}")
     print(f"p90_http_ms: {sorted(over_http)[int(0.9 * (len(over_http) - 1))]:.0f}")
-    print(f"status: {last['status']}")
-    print(f"cost_per_hour: {last['cost_per_hour']:.4f}")
-    print(f"lower_bound_per_hour: {last['lower_bound_per_hour']:.4f}")
+    r = last.result
+    print(f"status: {r.status}")
+    print(f"cost_per_hour: {r.cost_per_hour:.4f}")
+    print(f"lower_bound_per_hour: {r.lower_bound_per_hour:.4f}")
     print(f"median_gap_pct: {statistics.median(gaps):.2f}")
-    print(f"baseline_cost_per_hour: {last['baseline']['cost_per_hour']:.4f}")
-    print(f"savings_pct: {last['savings_pct']}")
-    print(json.dumps({"binding_example": last["assignments"][0]["explanation"]["binding"]}))
+    print(f"baseline_cost_per_hour: {r.baseline.cost_per_hour or 0.0:.4f}")
+    print(f"savings_pct: {r.savings_pct}")
+    print(json.dumps({"binding_example": list(r.assignments[0].explanation.binding)}))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,10 +21,10 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from broker.app import Broker, new_placement_id, parse_request
-from broker.db.models import PlacementRow
 from broker.db.session import transaction
 from broker.finops.demo import DEMO_REQUESTS
 from broker.finops.service import FinOps
+from broker.placements.store import PlacementStore
 from broker.settings import Settings
 
 
@@ -33,22 +34,15 @@ def main(n: int) -> None:
     solved = []
     for tenant, doc in DEMO_REQUESTS:
         req = parse_request({**doc, "dry_run": True})
-        out, _ = broker.place(req)
-        solved.append((tenant, req.model_dump(mode="json"), out))
+        placement, _ = broker.place(req)
+        solved.append(replace(placement, tenant=tenant, request=req.model_dump(mode="json")))
     rng = random.Random(1)
     now = datetime.now(UTC)
     with transaction(broker.sessions) as s:
         for i in range(n):
-            tenant, request, out = solved[i % len(solved)]
             created = now - timedelta(days=rng.uniform(0, 90))
-            pid = new_placement_id()
-            s.add(
-                PlacementRow(
-                    id=pid, name=f"svc-{i % 300}", tenant=tenant, created_at=created, status=out["status"],
-                    cost_per_hour=out["cost_per_hour"], baseline_cost_per_hour=out["baseline"]["cost_per_hour"],
-                    savings_pct=out["savings_pct"], request=request, result={**out, "id": pid},
-                )
-            )  # fmt: skip
+            stored = replace(solved[i % len(solved)], id=new_placement_id(), name=f"svc-{i % 300}", created_at=created)
+            PlacementStore.add(s, stored)
     fin = FinOps(broker)
     t = time.perf_counter()
     fin.savings(tenant=None, group_by="provider")

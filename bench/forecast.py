@@ -29,9 +29,11 @@ import pandas as pd
 
 from broker.forecast import baselines
 from broker.forecast.evaluate import Evaluation, evaluate, score
-from broker.forecast.features import FEATURES, steps_per_day
+from broker.forecast.features import FEATURES
 from broker.forecast.history import Panel, parse_long_frame, regularize
-from broker.forecast.model import WEIGHTS, ForecastModel, TrainParams, train
+from broker.forecast.model import ForecastModel, TrainParams, train
+from broker.forecast.rolling import FIXED_RULES, rolling_origin
+from broker.forecast.select import SelectedForecaster, SelectParams, fit_selected
 
 REPO = Path(__file__).resolve().parents[1]
 # (file, time column, value columns): one column is used as is; (usage %, cores) becomes cores
@@ -39,7 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 TRACES = {
     "azure": ("traces/azure_v1_vm_cpu_5min.csv.gz", "t_offset_s", ("cpu_avg_pct",)),
     "bitbrains": ("traces/bitbrains_rnd_2013-08_5min.csv.gz", "timestamp_unix_s", ("cpu_usage_pct", "cpu_cores")),
+    # memory used, in GiB (the broker's memory_gib): the same VMs' second metric
+    "bitbrains_memory": ("traces/bitbrains_rnd_2013-08_5min.csv.gz", "timestamp_unix_s", ("mem_usage_kb",)),
 }
+KIB_PER_GIB = 1024.0**2
 
 
 def load(data: Path, trace: str, *, percent: bool = False) -> Panel:
@@ -49,12 +54,14 @@ def load(data: Path, trace: str, *, percent: bool = False) -> Panel:
     path, ts, columns = TRACES[trace]
     raw = pd.read_csv(data / path, usecols=["series_id", ts, *columns])
     value = raw[columns[0]] if percent or len(columns) == 1 else raw[columns[0]] * raw[columns[1]] / 100.0
+    if columns[0].endswith("_kb"):
+        value = raw[columns[0]] / KIB_PER_GIB
     long = pd.DataFrame({"series_id": raw["series_id"], "timestamp": raw[ts], "value": value})
     frame, numeric = parse_long_frame(long)
     return regularize(frame, step_s=300, numeric_time=numeric)
 
 
-def inference_rate(model: ForecastModel, panel: Panel, horizon: int) -> float:
+def inference_rate(model: ForecastModel | SelectedForecaster, panel: Panel, horizon: int) -> float:
     """Rows per second of batch inference, features included, over every series (repeated ~2 s)."""
     started, rows = time.perf_counter(), 0
     while time.perf_counter() - started < 2.0:
@@ -87,62 +94,41 @@ def heuristic_days(trace: str, panel: Panel, horizon: int, best: str, days: int)
         print(f"{trace} day_minus_{k}_best_heuristic_ratio_to_seasonal_naive {maes[day_best] / sn:.4f}")
 
 
-def rolling_origin(trace: str, panel: Panel, horizon: int, params: TrainParams, days: int, first: Evaluation) -> None:
-    """Hold out each of the last `days` days in turn (1 = the benchmark's held-out day), train on
-    what is before it, and score the model against that day's seasonal-naive and best heuristic.
-    The mean over days 2..K uses only days before the held-out one: a fair yardstick for
-    choosing among configurations (one held-out day is mostly chance on Bitbrains)."""
-    to_best, to_sn = [], []
-    combos: list[dict[tuple[str, float], float]] = []  # per day: (level, weight) -> MAE / seasonal-naive
-    for k in range(1, days + 1):
-        upto = panel if k == 1 else panel.split(horizon * (k - 1))[0]
-        ev = first if k == 1 else evaluate(upto, horizon=horizon, params=params)
-        sn = ev.scores["seasonal_naive"].mae
-        combos.append(combination_ratios(upto, horizon, ev, sn))
-        best = min((n for n in ev.scores if n != "xgboost"), key=lambda n: ev.scores[n].mae)
-        to_sn.append(ev.scores["xgboost"].mae / sn)
-        to_best.append(ev.scores["xgboost"].mae / ev.scores[best].mae)
-        print(f"{trace} day_{k}_mae_ratio_to_seasonal_naive {to_sn[-1]:.4f}")
-        print(f"{trace} day_{k}_best_heuristic {best}")
-        print(f"{trace} day_{k}_mae_ratio_to_best_heuristic {to_best[-1]:.4f}")
-        print(f"{trace} day_{k}_p95_coverage_pct {ev.scores['xgboost'].p95_coverage:.2f}")
-        if ev.model.base or ev.model.meta.get("base_candidates", [""]) != [""]:
-            print(f"{trace} day_{k}_base {ev.model.base or 'none'}")
-        if params.combine:
-            print(f"{trace} day_{k}_level_weight {ev.model.level_weight:.1f}")
-        sys.stdout.flush()
-    print(f"{trace} days_1_to_{days}_mean_ratio_to_seasonal_naive {np.mean(to_sn):.4f}")
-    print(f"{trace} days_1_to_{days}_mean_ratio_to_best_heuristic {np.mean(to_best):.4f}")
-    if days > 1:
-        print(f"{trace} days_2_to_{days}_mean_ratio_to_seasonal_naive {np.mean(to_sn[1:]):.4f}")
-        print(f"{trace} days_2_to_{days}_mean_ratio_to_best_heuristic {np.mean(to_best[1:]):.4f}")
-        # the combination's level and weight are chosen on days 2..K only, then scored on day 1
-        mean_later = {c: float(np.mean([d[c] for d in combos[1:]])) for c in combos[0]}
-        level, weight = min(mean_later, key=lambda c: mean_later[c])
-        print(f"{trace} combination_chosen_on_days_2_to_{days} {level}:{weight:.1f}")
-        print(f"{trace} combination_days_2_to_{days}_mean_ratio_to_seasonal_naive {mean_later[(level, weight)]:.4f}")
-        print(f"{trace} combination_day_1_ratio_to_seasonal_naive {combos[0][(level, weight)]:.4f}")
-        for c in sorted(combos[0]):
-            later = mean_later[c]
-            print(f"{trace} combination_{c[0]}_{c[1]:.1f} day_1 {combos[0][c]:.4f} days_2_to_{days} {later:.4f}")
-
-
-COMBINE_LEVELS = ("median_last_2_weeks", "median_last_week", "weekly_median")
-
-
-def combination_ratios(panel: Panel, horizon: int, ev: Evaluation, sn: float) -> dict[tuple[str, float], float]:
-    """MAE / seasonal-naive of (1 - w) * model p50 + w * a robust level heuristic, for each level
-    and w in 0, 0.1, .., 1 (w = 0 is the model), on the last `horizon` of `panel`."""
-    history, held = panel.split(horizon)
-    actual = np.concatenate(held)
-    p50 = np.concatenate([f.p50 for f in ev.forecasts])
-    day = steps_per_day(history.step_s)
-    out = {}
-    for name in COMBINE_LEVELS:
-        level = np.concatenate([baselines.BASELINES[name](y, horizon, day) for y in history.values])
-        for w in WEIGHTS:
-            out[(name, float(w))] = score(actual, (1 - w) * p50 + w * level, p50).mae / sn
-    return out
+def rolling_figures(trace: str, panel: Panel, horizon: int, params: TrainParams, days: int, seed: int) -> None:
+    """The product's rolling-origin evaluation (broker.forecast.rolling): each of the last `days`
+    horizons held out in turn, selection, model and rules fitted on what precedes it. One line
+    per figure, then a markdown table for docs/forecast.md."""
+    ev = rolling_origin(panel, days=days, horizon=horizon, params=dataclasses.replace(params, seed=seed))
+    tag = f"{trace} seed_{seed}"
+    names = ["selected", "xgboost", *FIXED_RULES]
+    for d in ev.days:
+        for name in names:
+            s = d.scores[name]
+            print(
+                f"{tag} day_-{d.back}_{name} mae {s.mae:.4f} ratio_sn {ev.ratio(name, day=d):.4f} "
+                f"smape {s.smape:.2f} p95_coverage {s.p95_coverage:.2f}"
+            )
+        print(f"{tag} day_-{d.back}_choice {d.fleet} regime_shifts {d.regime_shifts} of {sum(d.choices.values())}")
+    better = ev.better_rule()
+    for name in names:
+        s = ev.pooled[name]
+        print(
+            f"{tag} pooled_{name} mae {s.mae:.4f} ratio_sn {ev.ratio(name):.4f} "
+            f"ratio_{better} {ev.ratio(name, better):.4f} smape {s.smape:.2f} p95_coverage {s.p95_coverage:.2f}"
+        )
+    head = " | ".join(f"day -{d.back}" for d in ev.days)
+    print(f"\n{tag} table\n| | {head} | {days} days |\n|---|{'---|' * (days + 1)}")
+    for name in ("selected", "xgboost", *FIXED_RULES):
+        cells = " | ".join(f"{ev.ratio(name, day=d):.3f}" for d in ev.days)
+        print(f"| {name} / seasonal-naive | {cells} | {ev.ratio(name):.3f} |")
+    cells = " | ".join(f"{d.scores['selected'].p95_coverage / 100:.3f}" for d in ev.days)
+    print(f"| selected: p95 coverage | {cells} | {ev.pooled['selected'].p95_coverage / 100:.3f} |")
+    cells = " | ".join(f"{d.scores['selected'].smape:.1f}" for d in ev.days)
+    print(f"| selected: sMAPE % | {cells} | {ev.pooled['selected'].smape:.1f} |")
+    cells = " | ".join(f"{d.fleet} ({d.regime_shifts} shifted)" for d in ev.days)
+    print(f"| chosen | {cells} | |")
+    print(f"| selected / {better} (better fixed rule) | | | | | {ev.ratio('selected', better):.3f} |\n")
+    sys.stdout.flush()
 
 
 def train_500k_figures(trace: str, panel: Panel, horizon: int, params: TrainParams) -> None:
@@ -153,6 +139,11 @@ def train_500k_figures(trace: str, panel: Panel, horizon: int, params: TrainPara
     print(f"{trace} train_500k_rows {model.train_rows}")
     print(f"{trace} train_500k_seconds {model.train_seconds:.2f}")
     print(f"{trace} train_500k_cpu_seconds_per_core {model.train_cpu_seconds / 2:.2f}")
+    # the selected forecaster: a backtest model and the final model, both on up to 500k rows
+    wall, cpu = time.perf_counter(), time.process_time()
+    fit_selected(history, horizon=horizon, params=dataclasses.replace(params, max_rows=500_000, per_point=2))
+    print(f"{trace} selected_train_500k_seconds {time.perf_counter() - wall:.2f}")
+    print(f"{trace} selected_train_500k_cpu_seconds_per_core {(time.process_time() - cpu) / 2:.2f}")
 
 
 def recursive_figures(trace: str, panel: Panel, horizon: int, params: TrainParams, ev: Evaluation) -> None:
@@ -200,6 +191,8 @@ def main() -> int:
     ap.add_argument("--no-recursive", action="store_true", help="skip the recursive comparison")
     ap.add_argument("--heuristic-days", type=int, default=7, help="score the best heuristic on N-1 earlier days")
     ap.add_argument("--days", type=int, default=0, help="rolling origin: hold out each of the last K days in turn")
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0], help="training seeds of the rolling origin")
+    ap.add_argument("--rolling-only", action="store_true", help="only the rolling-origin evaluation (with --days)")
     ap.add_argument("--no-500k", action="store_true", help="skip timing a training run on 500k rows")
     ap.add_argument("--all-baselines", action="store_true", help="print every baseline's figures")
     ap.add_argument("--percent", action="store_true", help="Bitbrains in raw %% instead of cores used")
@@ -226,10 +219,14 @@ def main() -> int:
     )
     for trace in args.traces:
         panel = load(args.data, trace, percent=args.percent)
-        ev = evaluate(panel, horizon=args.horizon, params=params)
+        if args.rolling_only:
+            for seed in args.seeds if args.days else []:
+                rolling_figures(trace, panel, args.horizon, params, args.days, seed)
+            continue
+        ev = evaluate(panel, horizon=args.horizon, params=params, select=SelectParams())
         sn = ev.scores["seasonal_naive"].mae
         model = ev.scores["xgboost"]
-        best = min((n for n in ev.scores if n != "xgboost"), key=lambda n: ev.scores[n].mae)
+        best = min((n for n in ev.scores if n not in ("xgboost", "selected")), key=lambda n: ev.scores[n].mae)
         print(f"{trace} series {len(panel)}")
         print(f"{trace} model_mae {model.mae:.4f}")
         print(f"{trace} seasonal_naive_mae {sn:.4f}")
@@ -240,7 +237,7 @@ def main() -> int:
         print(f"{trace} mae_ratio_to_best_heuristic {model.mae / ev.scores[best].mae:.4f}")
         print(f"{trace} p95_coverage_pct {model.p95_coverage:.2f}")
         for name, s in ev.scores.items():
-            if name != "xgboost":
+            if name not in ("xgboost", "selected"):
                 print(f"{trace} heuristic_ratio_to_seasonal_naive_{name} {s.mae / sn:.4f}")
                 if args.all_baselines:
                     print(f"{trace} heuristic_p95_coverage_pct_{name} {s.p95_coverage:.2f}")
@@ -251,10 +248,15 @@ def main() -> int:
         history, _ = panel.split(args.horizon)
         print(f"{trace} inference_rows_per_s {inference_rate(ev.model, history, args.horizon):.0f}")
         print(f"{trace} inference_rows_per_s_predict_only {predict_only_rate(ev.model):.0f}")
+        if ev.selector is not None:
+            print(f"{trace} selected_mae_ratio_to_seasonal_naive {ev.ratio('selected'):.4f}")
+            print(f"{trace} selected_p95_coverage_pct {ev.scores['selected'].p95_coverage:.2f}")
+            rate = inference_rate(ev.selector, history, args.horizon)
+            print(f"{trace} selected_inference_rows_per_s {rate:.0f}")
         sys.stdout.flush()
         heuristic_days(trace, panel, args.horizon, best, args.heuristic_days)
-        if args.days:
-            rolling_origin(trace, panel, args.horizon, params, args.days, ev)
+        for seed in args.seeds if args.days else []:
+            rolling_figures(trace, panel, args.horizon, params, args.days, seed)
         if not args.no_500k:
             train_500k_figures(trace, panel, args.horizon, params)
             sys.stdout.flush()

@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from broker.core.domain import Assignment, Baseline, Explanation, PlacementResult
+from broker.core.placement import Placement
 from broker.dispatch.manifests import Target, build_bundles, total_replicas
 from broker.dispatch.migration import Slot, plan_migration, state_after
 from broker.dispatch.schema import problems
@@ -72,18 +74,13 @@ def main() -> None:
     print(f"migration_waves {n} {plan.waves}")
     print(f"migration_moved_replicas {n} {plan.moved_replicas}")
 
-    placement: dict[str, Any] = {
-        "id": "pl_BENCH",
-        "name": "bench",
-        "assignments": [
-            {"workload": s.workload, "pool": s.pool, "site": s.site, "replicas": s.replicas, "explanation": {}}
-            for s in new
-        ],
-    }
     request = {"workloads": [{"name": f"svc-{w:02d}", "cpu": 1, "memory_gib": 2} for w in range(args.workloads)]}
+    assignments = tuple(Assignment(s.workload, s.pool, s.site, s.replicas, {}, Explanation(0.0, (), None)) for s in new)
+    result = PlacementResult("optimal", 0.0, 0.0, 0.0, 0.0, Baseline("none", None), None, 0, (), assignments)
+    placement = Placement(name="bench", tenant="bench", result=result, request=request, id="pl_BENCH")
     targets = {s.site: [Target("k-" + s.site.replace(":", "-"), s.site, "bench")] for s in new}
     t = time.perf_counter()
-    bundles = build_bundles(placement, request, targets)
+    bundles = build_bundles(placement, targets)
     print(f"manifests_ms {n} {(time.perf_counter() - t) * 1000:.1f}")
     assert total_replicas(bundles) == {w: args.replicas for w in request_names(request)}
     manifests = [m for b in bundles for m in b.manifests]

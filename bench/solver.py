@@ -27,6 +27,7 @@ from broker.app import Broker, parse_request
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.solver.baselines import baseline_costs
+from broker.solver_runtime import solver_options
 
 SHAPES = [  # (cpu, memory GiB): common container/VM requests
     (0.5, 1), (1, 2), (1, 4), (2, 4), (2, 8), (4, 8), (4, 16), (8, 16), (8, 32), (16, 64),
@@ -92,15 +93,16 @@ def run(broker: Broker, n: int, time_limit: float, *, trace: bool = False) -> di
     )
     # timed pass without tracemalloc (it slows numpy code down): memory is the process's RSS
     # high-water mark (catalog included), and how far this solve pushed it
+    options = solver_options(broker.settings)  # as the service solves: big MIPs in a child process
     rss_before = _rss_peak_mib()
     t0 = time.perf_counter()
-    res = solve(problem, time_limit_s=time_limit, seed=0)
+    res = solve(problem, time_limit_s=time_limit, seed=0, options=options)
     secs = time.perf_counter() - t0
     rss_after = _rss_peak_mib()
     peak_python = float("nan")
     if trace:  # a separate, slower pass for the peak of Python/numpy allocations during the solve
         tracemalloc.start()
-        solve(problem, time_limit_s=time_limit, seed=0)
+        solve(problem, time_limit_s=time_limit, seed=0, options=options)
         peak_python = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
         tracemalloc.stop()
     base = baseline_costs(problem)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.catalog import store as catalog_mod
@@ -22,17 +22,19 @@ from broker.catalog.store import Catalog, CatalogCache, default_cache_dir
 from broker.core.domain import PlacementRequest
 from broker.core.latency import check_quantile
 from broker.core.latency_measured import Measurement, apply_measurements
+from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, TradeOff
 from broker.core.pooltable import PoolTable
-from broker.db.models import PlacementRow
 from broker.db.session import make_engine, migrate, session_factory, transaction
-from broker.errors import InvalidRequest, NotFound
+from broker.errors import InvalidRequest
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
-from broker.placements.documents import PlacementRequestIn, result_to_document
+from broker.placements.documents import PlacementRequestIn
 from broker.placements.rightsizing import apply_demand
+from broker.placements.store import PlacementStore
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
+from broker.solver_runtime import prepare_process, solver_options
 from broker.usage.service import UsageStore
 
 
@@ -72,6 +74,7 @@ class Broker:
 
     @classmethod
     def open(cls, settings: Settings, *, prepare: bool = True) -> Broker:
+        prepare_process()
         url = settings.resolved_database_url()
         if prepare:
             migrate(url)
@@ -101,8 +104,8 @@ class Broker:
         tenant: str = "default",
         exclude_sites: Collection[str] = (),
         current: Mapping[str, Mapping[str, int]] | None = None,
-    ) -> tuple[dict[str, Any], bool]:
-        """Solve a placement request; store it unless it is a dry run. Returns (document, stored).
+    ) -> tuple[Placement, bool]:
+        """Solve a placement request; store it unless it is a dry run. Returns (placement, stored).
 
         `exclude_sites` (failed sites) offer no capacity; `current` (pool -> workload ->
         replicas) is the running placement a replan would rather not move away from.
@@ -125,53 +128,53 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         measured = MeasurementStore(self.sessions).for_tenant(tenant)
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
-        result = solve(problem, time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s))
-        out = result_to_document(
-            result, name=request.name, horizon_hours=request.horizon_hours, latency_quantile=request.latency_quantile
+        result = solve(
+            problem,
+            time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s),
+            options=solver_options(self.settings),
         )
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
-        out["price_as_of"] = {p: d for p, d in cat.price_as_of.items() if p in used}
-        out["price_snapshot"] = self._price_snapshot(cat, [n.pool for n in result.nodes])
+        prices = self._price_snapshot(cat, [n.pool for n in result.nodes])
         from broker.catalog.prices import stale_warning
 
-        if (stale := stale_warning(out["price_snapshot"])) is not None:  # once per answer, where users look
-            out["warnings"].append(stale)
-        if rightsizing is not None:  # declared vs forecast-sized requests, both priced
-            out["rightsizing"] = rightsizing.section(problem, float(out["cost_per_hour"]), request.time_limit_s)
-        cost = float(out["cost_per_hour"])
+        if (stale := stale_warning(prices)) is not None:  # once per answer, where users look
+            result = replace(result, warnings=(*result.warnings, stale))
+        placement = Placement(
+            name=request.name,
+            tenant=tenant,
+            result=result,
+            request=req_in.model_dump(mode="json"),
+            latency_quantile=request.latency_quantile,
+            price_as_of={p: d for p, d in cat.price_as_of.items() if p in used},
+            prices=prices,
+            # declared vs forecast-sized requests, both priced
+            rightsizing=rightsizing.section(
+                problem, result.cost_per_hour, request.time_limit_s, options=solver_options(self.settings)
+            )
+            if rightsizing is not None
+            else None,
+        )
+        budgets = Budgets(self.sessions)
         if request.dry_run:
             with self.sessions() as s:
-                out["budget"] = Budgets(self.sessions).check(s, tenant=tenant, req=req_in, cost_per_hour=cost)
-            observe_placement(out, stored=False)
-            return out, False
+                budget = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour)
+            placement = replace(placement, budget=budget)
+            observe_placement(placement, stored=False)
+            return placement, False
         pid = new_placement_id()
-        now = datetime.now(UTC)
-        out["id"] = pid
-        out["created_at"] = now.isoformat()
         with transaction(self.sessions) as s:
-            budgets = Budgets(self.sessions)
-            out["budget"] = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=cost)
-            scarce = fairshare.scarce_nodes(table, out["nodes"])
-            budgets.commit(s, tenant=tenant, req=req_in, pid=pid, cost_per_hour=cost, scarce_nodes=scarce)
-            s.add(
-                PlacementRow(
-                    id=pid,
-                    name=request.name,
-                    tenant=tenant,
-                    created_at=now,
-                    status=result.status,
-                    cost_per_hour=result.cost_per_hour,
-                    baseline_cost_per_hour=result.baseline.cost_per_hour,
-                    savings_pct=result.savings_pct,
-                    request=req_in.model_dump(mode="json"),
-                    result=out,
-                )
+            budget = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour)
+            scarce = fairshare.scarce_nodes(table, result.nodes)
+            budgets.commit(
+                s, tenant=tenant, req=req_in, pid=pid, cost_per_hour=result.cost_per_hour, scarce_nodes=scarce
             )
-        observe_placement(out, stored=True)
-        return out, True
+            placement = replace(placement, id=pid, created_at=datetime.now(UTC), budget=budget)
+            PlacementStore.add(s, placement)
+        observe_placement(placement, stored=True)
+        return placement, True
 
-    def pareto(self, doc: PlacementRequestIn | Any) -> dict[str, Any]:
-        """Cost-latency and cost-carbon Pareto fronts of a request, each point a full placement."""
+    def pareto(self, doc: PlacementRequestIn | Any, *, tenant: str = "default") -> dict[str, list[TradeOff]]:
+        """Cost-latency and cost-carbon Pareto fronts of a request, each point a full (unstored) placement."""
         from broker.solver.pareto import pareto_fronts
 
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
@@ -180,21 +183,23 @@ class Broker:
         self._check_references(req_in, cat)
         problem = self._problem(request, cat)
         limit = min(request.time_limit_s, self.settings.solve_time_limit_s) * 4
-        fronts = pareto_fronts(problem, time_limit_s=limit)
+        fronts = pareto_fronts(problem, time_limit_s=limit, options=solver_options(self.settings))
+        as_sent = req_in.model_dump(mode="json")
         return {
             name: [
-                {
-                    "weights": {"cost": p.weights.cost, "latency": p.weights.latency, "carbon": p.weights.carbon},
-                    "cost_per_hour": p.cost_per_hour,
-                    "latency_ms": round(p.latency_ms, 2),
-                    "carbon_kg_per_hour": round(p.carbon_kg_per_hour, 6),
-                    "placement": result_to_document(
-                        p.result,
+                TradeOff(
+                    weights=p.weights,
+                    cost_per_hour=p.cost_per_hour,
+                    latency_ms=p.latency_ms,
+                    carbon_kg_per_hour=p.carbon_kg_per_hour,
+                    placement=Placement(
                         name=request.name,
-                        horizon_hours=request.horizon_hours,
+                        tenant=tenant,
+                        result=p.result,
+                        request=as_sent,
                         latency_quantile=request.latency_quantile,
                     ),
-                }
+                )
                 for p in points
             ]
             for name, points in fronts.items()
@@ -225,7 +230,7 @@ class Broker:
             current=current or {},
         )
 
-    def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> dict[str, Any]:
+    def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> PriceSnapshot:
         from broker.catalog.prices import price_snapshot
 
         t = cat.table
@@ -244,37 +249,13 @@ class Broker:
         if errors:
             raise InvalidRequest("the placement request names unknown sites", errors=errors)
 
-    def get_placement(self, pid: str, *, tenant: str = "default") -> dict[str, Any]:
-        with self.sessions() as s:
-            row = s.get(PlacementRow, pid)
-            if row is None or row.tenant != tenant:
-                raise NotFound(f"placement {pid!r} does not exist")
-            return dict(row.result)
+    def get_placement(self, pid: str, *, tenant: str = "default") -> Placement:
+        return PlacementStore(self.sessions).get(pid, tenant=tenant)
 
     def list_placements(
         self, *, tenant: str = "default", limit: int = 50, offset: int = 0, name: str | None = None
-    ) -> tuple[list[dict[str, Any]], int]:
-        with self.sessions() as s:
-            q = select(PlacementRow).where(PlacementRow.tenant == tenant)
-            if name:
-                q = q.where(PlacementRow.name == name)
-            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
-            rows = s.scalars(
-                q.order_by(PlacementRow.created_at.desc(), PlacementRow.id.desc()).limit(limit).offset(offset)
-            )
-            items = [
-                {
-                    "id": r.id,
-                    "name": r.name,
-                    "created_at": r.created_at.isoformat(),
-                    "status": r.status,
-                    "cost_per_hour": r.cost_per_hour,
-                    "baseline_cost_per_hour": r.baseline_cost_per_hour,
-                    "savings_pct": r.savings_pct,
-                }
-                for r in rows
-            ]
-        return items, int(total)
+    ) -> tuple[list[PlacementSummary], int]:
+        return PlacementStore(self.sessions).page(tenant=tenant, limit=limit, offset=offset, name=name)
 
 
 __all__ = ["Broker", "parse_request"]

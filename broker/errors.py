@@ -21,13 +21,20 @@ class NotFound(BrokerError):
 
 
 class Forbidden(BrokerError):
-    """The caller is known, but its role may not do this (authentication failures are 401, in api/auth.py)."""
+    """The caller is known but may not do this: its role, or a tenant naming a path on the server
+    (authentication failures are 401, in api/auth.py)."""
 
     title = "Forbidden"
 
 
 class Conflict(BrokerError):
     title = "Conflict"
+
+
+class NotConfigured(BrokerError):
+    """The server lacks the configuration this request needs (e.g. no key to encrypt credentials)."""
+
+    title = "Not configured"
 
 
 class InvalidRequest(BrokerError):

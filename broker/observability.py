@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import sys
 from contextvars import ContextVar
-from typing import Any
 
 from prometheus_client import Counter, Histogram
+
+from broker.core.placement import Placement
 
 request_id: ContextVar[str] = ContextVar("request_id", default="-")
 tenant_var: ContextVar[str] = ContextVar("tenant", default="-")
@@ -49,15 +50,16 @@ RATE_LIMITED = Counter("broker_rate_limited_total", "Requests refused by the per
 JOBS = Counter("broker_jobs_total", "Async jobs by final status", ["status"])
 
 
-def observe_placement(doc: dict[str, Any], *, stored: bool) -> None:
-    SOLVE_SECONDS.observe(float(doc.get("solve_ms", 0)) / 1000.0)
-    PLACEMENTS.labels(status=str(doc.get("status")), stored=str(stored).lower()).inc()
+def observe_placement(p: Placement, *, stored: bool) -> None:
+    r = p.result
+    SOLVE_SECONDS.observe(r.solve_ms / 1000.0)
+    PLACEMENTS.labels(status=r.status, stored=str(stored).lower()).inc()
     if stored:
-        cost = float(doc.get("cost_per_hour") or 0.0)
+        cost = r.cost_per_hour
         COST.inc(max(cost, 0.0))
-        base = (doc.get("baseline") or {}).get("cost_per_hour")
-        if base is not None and float(base) > cost:
-            SAVINGS.inc(float(base) - cost)
+        base = r.baseline.cost_per_hour
+        if base is not None and base > cost:
+            SAVINGS.inc(base - cost)
 
 
 class _ContextFilter(logging.Filter):

@@ -16,6 +16,7 @@ from broker.errors import (
     Forbidden,
     Infeasible,
     InvalidRequest,
+    NotConfigured,
     NotFound,
     OverBudget,
     PricingUnavailable,
@@ -34,6 +35,7 @@ _KINDS: tuple[tuple[type[BrokerError], int, str], ...] = (
     (OverBudget, 422, "over-budget"),
     (InvalidRequest, 422, "invalid-request"),
     (PricingUnavailable, 503, "pricing-unavailable"),
+    (NotConfigured, 503, "not-configured"),
 )
 INTERNAL_DETAIL = "an unexpected error occurred; it has been logged"
 

@@ -6,11 +6,16 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def default_data_dir() -> Path:
+    return Path(user_data_dir("placement-broker", appauthor=False))
+
+
 def default_database_url() -> str:
-    data = Path(user_data_dir("placement-broker", appauthor=False))
+    data = default_data_dir()
     data.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{data / 'broker.db'}"
 
@@ -20,6 +25,7 @@ class Settings(BaseSettings):
 
     database_url: str = ""
     solve_time_limit_s: float = 10.0
+    mip_idle_exit_s: float = 600.0  # a solver MIP child without a MIP for this long exits (docs/solver.md)
     max_workloads_sync: int = 5000
     # sized to the largest request the solver is meant to take (20,000 workloads, indented
     # JSON, with room for a running placement): measured in docs/operations.md
@@ -48,6 +54,28 @@ class Settings(BaseSettings):
     dispatch_timeout_s: float = 10.0
     dispatch_retries: int = 3
     dispatch_ready_wait_s: float = 0.0  # > 0: poll ready replicas up to this long after applying
+    # who may touch what on the server (docs/dispatch.md "Credentials and isolation", docs/operations.md)
+    data_dir: str = ""  # tenants' GitOps clones live under <data_dir>/workspaces; default: the user data dir
+    # Fernet keys (comma separated, newest first) that encrypt stored cluster credentials; unset: refused
+    secret_key: SecretStr = SecretStr("")
+    secret_key_file: str = ""  # or a file holding them, one per line (a mounted Docker/Kubernetes secret)
+    # roots under which the operator (CLI, or the API without a key) may name kubeconfig files and
+    # GitOps work trees; empty: the home directory of the user the broker runs as and the temp dir
+    server_path_roots: list[str] = []
+    # roots under which tenants may name file:// GitOps repositories (bare repos hosted on this
+    # machine); empty: tenants may use https:// repositories only
+    gitops_file_roots: list[str] = []
+    gitops_timeout_s: float = 60.0  # per git command (clone, fetch, push)
 
     def resolved_database_url(self) -> str:
         return self.database_url or default_database_url()
+
+    def resolved_data_dir(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve() if self.data_dir else default_data_dir()
+
+    def secret_keys(self) -> list[str]:
+        """The configured Fernet keys, newest first (BROKER_SECRET_KEY, else BROKER_SECRET_KEY_FILE)."""
+        raw = self.secret_key.get_secret_value()
+        if not raw and self.secret_key_file:
+            raw = Path(self.secret_key_file).expanduser().read_text()
+        return [k.strip() for k in raw.replace(",", "\n").splitlines() if k.strip()]

@@ -14,4 +14,5 @@ ROUTER_MODULES: list[str] = [
     "usage",
     "extender",
     "integrations",
+    "simulations",
 ]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse, HTMLResponse
@@ -13,6 +14,7 @@ from api.routes.finops import From, To, scope
 from broker.access.keys import Principal
 from broker.app import Broker
 from broker.errors import NotFound
+from broker.finops.documents import DashboardOut
 from broker.finops.service import FinOps
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -27,6 +29,12 @@ def dashboard_page() -> HTMLResponse:
     return HTMLResponse((STATIC / "dashboard.html").read_text(), headers={"Cache-Control": "no-cache"})
 
 
+@router.get("/dashboard/simulations", response_class=HTMLResponse, include_in_schema=False)
+def simulations_page() -> HTMLResponse:
+    """Fleet simulations: spend and utilisation over time per policy, events marked."""
+    return HTMLResponse((STATIC / "simulations.html").read_text(), headers={"Cache-Control": "no-cache"})
+
+
 @router.get("/dashboard/static/{path:path}", include_in_schema=False)
 def dashboard_asset(path: str) -> FileResponse:
     target = (STATIC / path).resolve()
@@ -36,16 +44,16 @@ def dashboard_asset(path: str) -> FileResponse:
     return FileResponse(target, media_type=_TYPES[target.suffix], headers={"Cache-Control": "max-age=3600"})
 
 
-@router.get("/v1/dashboard", tags=["finops"])
+@router.get("/v1/dashboard", response_model=DashboardOut, tags=["finops"])
 def dashboard_data(
     broker: Annotated[Broker, Depends(get_broker)],
     caller: Annotated[Principal, Depends(get_principal)],
     start: From = None,
     end: To = None,
     tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
-) -> dict[str, Any]:
+) -> DashboardOut:
     """Everything the dashboard draws, aggregated server-side for the window."""
-    doc = FinOps(broker).dashboard(tenant=scope(caller, tenant), start=start, end=end)
+    dash = FinOps(broker).dashboard(tenant=scope(caller, tenant), start=start, end=end)
     if caller.key_id is not None:  # a tenant's key: other tenants' names are not its business
-        doc["tenants"] = [t for t in doc.get("tenants", []) if t == caller.tenant]
-    return doc
+        dash = replace(dash, tenants=[t for t in dash.tenants if t == caller.tenant])
+    return DashboardOut.from_domain(dash)

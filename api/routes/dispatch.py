@@ -7,13 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker, get_principal, get_tenant
 from api.errors import problem
+from broker.access.keys import Principal
 from broker.app import Broker
 from broker.dispatch.alerts import AlertmanagerWebhook
 from broker.dispatch.clusters import add_cluster, get_cluster, list_clusters, remove_cluster
 from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
 from broker.dispatch.outbox import FAILED, DispatchService
+from broker.dispatch.policy import TargetPolicy
 from broker.dispatch.replan import ReplanService
 
 router = APIRouter(prefix="/v1", tags=["dispatch"])
@@ -32,13 +34,50 @@ def dispatch_service(request: Request, broker: BrokerDep) -> DispatchService:
     return svc
 
 
+def target_policy(request: Request, broker: BrokerDep) -> TargetPolicy:
+    """Built once per app from the broker's settings (roots, data dir, secret key)."""
+    cached = getattr(request.app.state, "target_policy", None)
+    if cached is None or cached[0] is not broker:
+        cached = (broker, TargetPolicy.from_settings(broker.settings))
+        request.app.state.target_policy = cached
+    policy: TargetPolicy = cached[1]
+    return policy
+
+
+PolicyDep = Annotated[TargetPolicy, Depends(target_policy)]
+
+
 # ---- clusters ----------------------------------------------------------------------------
 
 
-@router.post("/clusters", status_code=201, responses={409: _PROBLEM, 422: _PROBLEM})
-def create_cluster(body: ClusterIn, broker: BrokerDep, tenant: TenantDep, response: Response) -> dict[str, Any]:
-    """Register a target cluster of a site: a kubeconfig context, or a GitOps work tree."""
-    cluster = add_cluster(broker.sessions, body, known_sites=broker.catalog().sites, tenant=tenant)
+@router.post(
+    "/clusters",
+    status_code=201,
+    responses={
+        403: {"description": "kubeconfig or gitops_dir (paths on the server) sent with an API key", **_PROBLEM},
+        409: _PROBLEM,
+        422: _PROBLEM,
+        503: {"description": "kubeconfig_content or a repository token, and no BROKER_SECRET_KEY", **_PROBLEM},
+    },
+)
+def create_cluster(
+    body: ClusterIn,
+    broker: BrokerDep,
+    principal: Annotated[Principal, Depends(get_principal)],
+    policy: PolicyDep,
+    response: Response,
+) -> dict[str, Any]:
+    """Register a target cluster of a site: a kubeconfig (its content, stored encrypted) or a GitOps
+    repository URL. Paths on the broker's machine are for its operator: the CLI, or a caller without
+    a key on a loopback-only server (BROKER_AUTH=off)."""
+    cluster = add_cluster(
+        broker.sessions,
+        body,
+        known_sites=broker.catalog().sites,
+        policy=policy,
+        tenant=principal.tenant,
+        operator=principal.key_id is None,
+    )
     response.headers["Location"] = f"/v1/clusters/{cluster.name}"
     return cluster.to_json()
 
@@ -54,8 +93,8 @@ def get_one_cluster(name: str, broker: BrokerDep, tenant: TenantDep) -> dict[str
 
 
 @router.delete("/clusters/{name}", status_code=204, responses={404: _PROBLEM})
-def delete_cluster(name: str, broker: BrokerDep, tenant: TenantDep) -> Response:
-    remove_cluster(broker.sessions, name, tenant=tenant)
+def delete_cluster(name: str, broker: BrokerDep, tenant: TenantDep, policy: PolicyDep) -> Response:
+    remove_cluster(broker.sessions, name, tenant=tenant, policy=policy)
     return Response(status_code=204)
 
 

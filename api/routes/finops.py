@@ -11,6 +11,7 @@ from api.deps import get_broker, get_principal
 from broker.access.keys import Principal
 from broker.app import Broker
 from broker.errors import NotFound
+from broker.finops.documents import SavingsOut
 from broker.finops.focus_io import to_csv, to_parquet
 from broker.finops.service import FinOps
 
@@ -37,7 +38,7 @@ def scope(caller: Principal, requested: str | None) -> str | None:
     return caller.tenant
 
 
-@router.get("/savings", responses=_PROBLEM)
+@router.get("/savings", response_model=SavingsOut, responses=_PROBLEM)
 def savings(
     broker: Annotated[Broker, Depends(get_broker)],
     caller: Annotated[Principal, Depends(get_principal)],
@@ -48,9 +49,10 @@ def savings(
     start: From = None,
     end: To = None,
     tenant: Annotated[str | None, Query(description="only this tenant's placements")] = None,
-) -> dict[str, Any]:
+) -> SavingsOut:
     """Savings against the greedy baseline: run-rate of the current placements and cost accrued in the window."""
-    return FinOps(broker).savings(tenant=scope(caller, tenant), group_by=group_by, start=start, end=end)
+    report = FinOps(broker).savings(tenant=scope(caller, tenant), group_by=group_by, start=start, end=end)
+    return SavingsOut.from_domain(report)
 
 
 @router.get(

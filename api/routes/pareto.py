@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from api.deps import get_broker
 from broker.app import Broker
+from broker.core.placement import TradeOff
 from broker.placements.documents import PlacementOut, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["placements"])
@@ -21,6 +22,16 @@ class ParetoPointOut(BaseModel):
     carbon_kg_per_hour: float  # grid intensity x node power estimate
     placement: PlacementOut
 
+    @classmethod
+    def from_domain(cls, t: TradeOff) -> ParetoPointOut:
+        return cls(
+            weights={"cost": t.weights.cost, "latency": t.weights.latency, "carbon": t.weights.carbon},
+            cost_per_hour=t.cost_per_hour,
+            latency_ms=round(t.latency_ms, 2),
+            carbon_kg_per_hour=round(t.carbon_kg_per_hour, 6),
+            placement=PlacementOut.from_domain(t.placement),
+        )
+
 
 class ParetoOut(BaseModel):
     cost_latency: list[ParetoPointOut]
@@ -32,6 +43,10 @@ class ParetoOut(BaseModel):
     response_model=ParetoOut,
     responses={422: {"description": "invalid or infeasible request", "content": {"application/problem+json": {}}}},
 )
-def pareto(body: PlacementRequestIn, broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
+def pareto(body: PlacementRequestIn, broker: Annotated[Broker, Depends(get_broker)]) -> ParetoOut:
     """Each front lists non-dominated placements, cheapest first; nothing is stored."""
-    return broker.pareto(body)
+    fronts = broker.pareto(body)
+    return ParetoOut(
+        cost_latency=[ParetoPointOut.from_domain(t) for t in fronts["cost_latency"]],
+        cost_carbon=[ParetoPointOut.from_domain(t) for t in fronts["cost_carbon"]],
+    )

@@ -41,12 +41,12 @@ def create_placement(
 ) -> Any:
     if wants_async(body, broker):
         return accept_placement_job(body, broker=broker, jobs=jobs, tenant=tenant)
-    doc, stored = broker.place(body, tenant=tenant)
+    placement, stored = broker.place(body, tenant=tenant)
     if stored:
-        response.headers["Location"] = f"/v1/placements/{doc['id']}"
+        response.headers["Location"] = f"/v1/placements/{placement.id}"
     else:
         response.status_code = 200
-    return doc
+    return PlacementOut.from_domain(placement)
 
 
 @router.get("/placements", response_model=PlacementPage)
@@ -58,11 +58,13 @@ def list_placements(
     offset: Offset = 0,
 ) -> PlacementPage:
     items, total = broker.list_placements(tenant=tenant, limit=limit, offset=offset, name=name)
-    return PlacementPage(items=[PlacementSummary(**i) for i in items], total=total, limit=limit, offset=offset)
+    return PlacementPage(
+        items=[PlacementSummary.from_domain(i) for i in items], total=total, limit=limit, offset=offset
+    )
 
 
 @router.get("/placements/{placement_id}", response_model=PlacementOut, responses={404: _PROBLEM})
 def get_placement(
     placement_id: str, broker: Annotated[Broker, Depends(get_broker)], tenant: Annotated[str, Depends(get_tenant)]
-) -> dict[str, Any]:
-    return broker.get_placement(placement_id, tenant=tenant)
+) -> PlacementOut:
+    return PlacementOut.from_domain(broker.get_placement(placement_id, tenant=tenant))

@@ -95,7 +95,8 @@ def get_forecast(
     metric: str = "cpu",
     horizon: Annotated[int, Query(ge=1, le=4032)] = 288,
 ) -> dict[str, Any]:
-    """p50/p95 for the next `horizon` 5-minute steps from the newest model (baseline without one)."""
+    """p50/p95 for the next `horizon` 5-minute steps from the newest model's selected forecaster
+    (baseline without one)."""
     store = UsageStore(broker.sessions)
     panel = store.history([name], metric, tenant=tenant)
     if panel is None:
@@ -108,6 +109,10 @@ def get_forecast(
         "metric": metric,
         "model_version": version,
         "method": f.method,
+        # extension (docs/forecast.md): the selected forecaster and its recent backtest error
+        "forecaster": f.forecaster or f.method,
+        "backtest_mae": None if f.backtest_mae is None else round(f.backtest_mae, 4),
+        "regime_shift": f.regime_shift,
         "step_seconds": panel.step_s,
         "start": start,
         "p50": [round(float(v), 4) for v in f.p50],

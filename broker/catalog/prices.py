@@ -8,6 +8,7 @@ transaction that also records the new prices in the history and bumps the catalo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.catalog.refresh import PROVIDERS, discount_rules
 from broker.catalog.store import bump_version
+from broker.core.domain import CapacityType
+from broker.core.placement import PoolPrice, PriceSnapshot
 from broker.db.models import PoolRow, SiteRow
 from broker.db.price_models import DiscountRuleRow, ListPriceRow, PriceHistoryRow
 from broker.db.session import transaction
@@ -219,19 +222,9 @@ def commit_capacity(
             )
         pool = s.get(PoolRow, pool_id)
         if pool is None:
-            pool = PoolRow(
-                id=pool_id,
-                site=site,
-                instance_type=instance_type,
-                capacity_type="reserved",
-                arch=like.arch,
-                vcpus=like.vcpus,
-                memory_gib=like.memory_gib,
-                gpus=like.gpus,
-                gpu_model=like.gpu_model,
-                price_per_hour=like.price_per_hour,
-                price_source=like.price_source,
-                price_as_of=like.price_as_of,
+            # the reserved pool of a type sold here: the same node, bought capacity
+            pool = PoolRow.from_domain(
+                replace(like.to_domain(), id=pool_id, capacity_type=CapacityType.RESERVED, max_nodes=None)
             )
             s.add(pool)
         if pool.price_source != COMMITTED:
@@ -263,37 +256,34 @@ def commit_capacity(
 
 def price_snapshot(
     catalog_version: str, pools: Mapping[str, tuple[float, str, str]], *, stale_after_days: float
-) -> dict[str, Any]:
+) -> PriceSnapshot:
     """What a placement records about the prices it used: the catalog version, each used pool's
     price, source and date, and which of those are older than `stale_after_days`."""
-    as_of = {pid: d for pid, (_p, _s, d) in pools.items()}
-    return {
-        "catalog_version": catalog_version,
-        "pools": {pid: {"price_per_hour": p, "price_source": s, "price_as_of": d} for pid, (p, s, d) in pools.items()},
-        "stale_after_days": stale_after_days,
-        "stale_pools": sorted(stale_sources(as_of, max_age_days=stale_after_days)),
-    }
+    stale = stale_sources({pid: d for pid, (_p, _s, d) in pools.items()}, max_age_days=stale_after_days)
+    return PriceSnapshot(
+        catalog_version=catalog_version,
+        stale_after_days=stale_after_days,
+        pools={pid: PoolPrice(p, s, d, pid in stale) for pid, (p, s, d) in pools.items()},
+    )
 
 
-def stale_warning(snapshot: Mapping[str, Any], *, now: datetime | None = None) -> str | None:
+def stale_warning(snapshot: PriceSnapshot, *, now: datetime | None = None) -> str | None:
     """One line for a placement's `warnings` when it used stale prices (price_snapshot): how
     many of its pools, the oldest price's age, and how to refresh. None when all are fresh."""
-    stale = list(snapshot.get("stale_pools") or [])
+    stale = snapshot.stale_pools
     if not stale:
         return None
-    pools = snapshot.get("pools") or {}
-    as_of = {pid: _parse_time(str(pools.get(pid, {}).get("price_as_of", ""))) for pid in stale}
+    as_of = {pid: _parse_time(snapshot.pools[pid].as_of) for pid in stale}
     dated = [(t, pid) for pid, t in as_of.items() if t is not None]
-    limit = float(snapshot.get("stale_after_days", 0))
     oldest = ""
     if dated:
         t, pid = min(dated)
         age = ((now or datetime.now(UTC)) - t) / timedelta(days=1)
         oldest = f"; oldest {age:.0f} days ({pid}, {t.date().isoformat()})"
     return (
-        f"stale prices: {len(stale)} of {len(pools)} pools in this plan are priced from data older than "
-        f"{limit:g} days{oldest}; costs and savings may be off. Refresh with `broker pricing refresh "
-        "--provider all` (POST /v1/pricing/refresh)"
+        f"stale prices: {len(stale)} of {len(snapshot.pools)} pools in this plan are priced from data older than "
+        f"{snapshot.stale_after_days:g} days{oldest}; costs and savings may be off. Refresh with `broker pricing "
+        "refresh --provider all` (POST /v1/pricing/refresh)"
     )
 
 

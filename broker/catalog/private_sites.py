@@ -189,7 +189,7 @@ def import_sites(factory: sessionmaker[Session], doc: SitesDocument) -> dict[str
             s.merge(SiteDefinitionRow(site_id=site.id, document=site.model_dump(mode="json"), imported_at=now))
             pools = site_pools(site, as_of)
             for p in pools:
-                s.add(_pool_row(p))
+                s.add(PoolRow.from_domain(p))
                 s.merge(ListPriceRow(pool_id=p.id, price_per_hour=p.price_per_hour, source=p.price_source, as_of=as_of))
                 s.add(
                     PriceHistoryRow(
@@ -212,22 +212,3 @@ def import_sites(factory: sessionmaker[Session], doc: SitesDocument) -> dict[str
             out["pools"] += len(pools)
         out["catalog_version"] = bump_version(s)
     return out
-
-
-def _pool_row(p: Pool) -> PoolRow:
-    return PoolRow(
-        id=p.id,
-        site=p.site,
-        instance_type=p.instance_type,
-        capacity_type=p.capacity_type.value,
-        arch=p.arch.value,
-        vcpus=p.vcpus,
-        memory_gib=p.memory_gib,
-        gpus=p.gpus,
-        gpu_model=p.gpu_model,
-        price_per_hour=p.price_per_hour,
-        max_nodes=p.max_nodes,
-        price_source=p.price_source,
-        price_as_of=p.price_as_of,
-        reserved_3yr_per_hour=None,
-    )

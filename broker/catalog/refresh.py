@@ -22,6 +22,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.catalog.store import bump_version
+from broker.core.domain import Arch, CapacityType, Pool
 from broker.db.models import PoolRow, SiteRow
 from broker.db.price_models import (
     DiscountRuleRow,
@@ -153,24 +154,22 @@ def write_feed(factory: sessionmaker[Session], feed: FeedResult, *, refresh_id: 
                 if spec is None or offer.region in spec.restricted_regions:
                     out.skipped_no_spec += 1
                     continue
-                inserts.append(
-                    {
-                        "id": offer.pool_id,
-                        "site": site,
-                        "instance_type": offer.instance_type,
-                        "capacity_type": offer.capacity_type,
-                        "arch": spec.arch,
-                        "vcpus": spec.vcpus,
-                        "memory_gib": spec.memory_gib,
-                        "gpus": spec.gpus,
-                        "gpu_model": spec.gpu_model,
-                        "price_per_hour": price,
-                        "max_nodes": None,
-                        "price_source": feed.provider,
-                        "price_as_of": as_of,
-                        "reserved_3yr_per_hour": offer.reserved_3yr_per_hour,
-                    }
+                pool = Pool(
+                    id=offer.pool_id,
+                    site=site,
+                    instance_type=offer.instance_type,
+                    capacity_type=CapacityType(offer.capacity_type),
+                    arch=Arch(spec.arch),
+                    vcpus=spec.vcpus,
+                    memory_gib=spec.memory_gib,
+                    gpus=spec.gpus,
+                    gpu_model=spec.gpu_model,
+                    price_per_hour=price,
+                    max_nodes=None,
+                    price_source=feed.provider,
+                    price_as_of=as_of,
                 )
+                inserts.append(PoolRow.values(pool, reserved_3yr_per_hour=offer.reserved_3yr_per_hour))
                 changed = True
             else:
                 changed = abs(old[2] - price) > 1e-9

@@ -201,28 +201,21 @@ def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
 
 def _pool_rows(pools: Any, site_ids: set[str]) -> list[dict[str, Any]]:
     cols = [pools[c].tolist() for c in POOL_COLUMNS]
+    caps = {c.value: c for c in CapacityType}
+    arches = {a.value: a for a in Arch}
     rows = []
     for site, it, ct, arch, v, m, g, gm, price, src, asof, r3 in zip(*cols, strict=True):
         if site not in site_ids:
             continue
-        rows.append(
-            {
-                "id": f"{site}/{it}/{ct}",
-                "site": site,
-                "instance_type": it,
-                "capacity_type": ct,
-                "arch": arch,
-                "vcpus": float(v),
-                "memory_gib": float(m),
-                "gpus": float(g) if g == g else 0.0,
-                "gpu_model": gm if isinstance(gm, str) and gm else None,
-                "price_per_hour": float(price),
-                "max_nodes": None,
-                "price_source": src,
-                "price_as_of": str(asof),
-                "reserved_3yr_per_hour": float(r3) if r3 == r3 and r3 is not None else None,
-            }
-        )
+        # positional: a frozen dataclass built by keyword costs ~40 % more, over ~190k pools
+        gpus = float(g) if g == g else 0.0
+        gpu_model = gm if isinstance(gm, str) and gm else None
+        pool = Pool(
+            f"{site}/{it}/{ct}", site, it, caps[ct], arches[arch], float(v), float(m), gpus, gpu_model,
+            float(price), None, src, str(asof),
+        )  # fmt: skip
+        r3_or_none = float(r3) if r3 == r3 and r3 is not None else None
+        rows.append(PoolRow.values(pool, reserved_3yr_per_hour=r3_or_none))
     return rows
 
 
@@ -242,23 +235,7 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
     with factory() as s:
         version = current_version(s)
         sites = [r.to_domain() for r in s.scalars(select(SiteRow).order_by(SiteRow.id))]
-        rows = s.execute(
-            select(
-                PoolRow.id,
-                PoolRow.site,
-                PoolRow.instance_type,
-                PoolRow.capacity_type,
-                PoolRow.arch,
-                PoolRow.vcpus,
-                PoolRow.memory_gib,
-                PoolRow.gpus,
-                PoolRow.gpu_model,
-                PoolRow.price_per_hour,
-                PoolRow.max_nodes,
-                PoolRow.price_source,
-                PoolRow.price_as_of,
-            ).order_by(PoolRow.id)
-        ).all()
+        rows = s.execute(select(*PoolRow.domain_columns()).order_by(PoolRow.id)).all()
         latency_rows = s.execute(select(LatencyRow.src, LatencyRow.dst, LatencyRow.rtt_ms, LatencyRow.rtt_p95_ms)).all()
         egress_rows = s.execute(select(EgressRow.src, EgressRow.dst, EgressRow.usd_per_gb)).all()
         storage_rows = s.execute(
@@ -267,12 +244,7 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
         site_storage_rows = s.execute(
             select(SiteStoragePriceRow.site, SiteStoragePriceRow.tier, SiteStoragePriceRow.usd_per_gb_month)
         ).all()
-    caps = {c.value: c for c in CapacityType}
-    arches = {a.value: a for a in Arch}
-    pools = [
-        Pool(pid, site, it, caps[ct], arches[arch], v, m, g or 0.0, gm, price, mx, src, asof)
-        for pid, site, it, ct, arch, v, m, g, gm, price, mx, src, asof in rows
-    ]
+    pools = [PoolRow.domain_from_tuple(r) for r in rows]
     table = build_pool_table(sites, pools)
     site_map = {s.id: s for s in sites}
     latency = LatencyModel(site_map, [tuple(r) for r in latency_rows])

@@ -58,12 +58,18 @@ def register(app: typer.Typer) -> None:
         context: Annotated[str | None, typer.Option(help="kubeconfig context")] = None,
         gitops_dir: Annotated[Path | None, typer.Option(help="git work tree synced by Argo CD / Flux")] = None,
         namespace: Annotated[str, typer.Option(help="namespace of the workloads")] = "default",
+        tenant: Annotated[str, typer.Option(help="tenant the cluster belongs to")] = "default",
     ) -> None:
-        """Register a target cluster: --kubeconfig F --context C, or --gitops-dir PATH."""
+        """Register a target cluster: --kubeconfig F --context C, or --gitops-dir PATH.
+
+        Paths are on this machine and must lie under BROKER_SERVER_PATH_ROOTS (default: your home and the temp dir).
+        """
         from pydantic import ValidationError
 
+        from broker.access.keys import check_tenant
         from broker.dispatch.clusters import add_cluster
         from broker.dispatch.documents import ClusterIn
+        from broker.dispatch.policy import TargetPolicy
 
         try:
             doc = ClusterIn(
@@ -79,7 +85,14 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_INVALID) from exc
         broker = edge(ctx).broker()
         try:
-            cluster = add_cluster(broker.sessions, doc, known_sites=broker.catalog().sites)
+            cluster = add_cluster(
+                broker.sessions,
+                doc,
+                known_sites=broker.catalog().sites,
+                policy=TargetPolicy.from_settings(broker.settings),
+                tenant=check_tenant(tenant),
+                operator=True,  # whoever runs the CLI on the server's machine is its operator
+            )
         except BrokerError as exc:
             raise _fail(exc) from exc
         out.print(
@@ -88,32 +101,55 @@ def register(app: typer.Typer) -> None:
 
     @clusters_app.command("list")
     def clusters_list(
-        ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False
+        ctx: typer.Context,
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+        tenant: Annotated[str, typer.Option(help="whose clusters")] = "default",
     ) -> None:
-        """The registered clusters."""
+        """The registered clusters (credentials are never shown)."""
         from broker.dispatch.clusters import list_clusters
 
-        clusters = list_clusters(edge(ctx).broker().sessions)
+        clusters = list_clusters(edge(ctx).broker().sessions, tenant=tenant)
         if as_json:
             print(json.dumps([c.to_json() for c in clusters], indent=2))
             return
         table = Table("name", "site", "kind", "namespace", "target")
         for c in clusters:
-            table.add_row(
-                c.name, c.site, c.kind, c.namespace, c.gitops_dir or f"{c.kubeconfig} ({c.context or 'current'})"
-            )
+            target = c.gitops_dir or c.gitops_repo or (c.kubeconfig or "stored kubeconfig")
+            if c.kind == "kubernetes":
+                target += f" ({c.context or 'current'})"
+            table.add_row(c.name, c.site, c.kind, c.namespace, target)
         out.print(table)
 
     @clusters_app.command("remove")
-    def clusters_remove(ctx: typer.Context, name: Annotated[str, typer.Argument(help="cluster name")]) -> None:
-        """Forget a cluster (what runs on it is left alone)."""
+    def clusters_remove(
+        ctx: typer.Context,
+        name: Annotated[str, typer.Argument(help="cluster name")],
+        tenant: Annotated[str, typer.Option(help="tenant the cluster belongs to")] = "default",
+    ) -> None:
+        """Forget a cluster (what runs on it is left alone; the server's clone of its repository goes)."""
         from broker.dispatch.clusters import remove_cluster
+        from broker.dispatch.policy import TargetPolicy
 
+        broker = edge(ctx).broker()
         try:
-            remove_cluster(edge(ctx).broker().sessions, name)
+            remove_cluster(broker.sessions, name, tenant=tenant, policy=TargetPolicy.from_settings(broker.settings))
         except BrokerError as exc:
             raise _fail(exc) from exc
         out.print(f"removed cluster {name}")
+
+    @clusters_app.command("rotate-secrets")
+    def clusters_rotate_secrets(ctx: typer.Context) -> None:
+        """Re-encrypt every stored credential with the first key of BROKER_SECRET_KEY (after adding a new key
+        in front); afterwards the old keys can be removed."""
+        from broker.access.secretbox import SecretBox
+        from broker.dispatch.clusters import rotate_sealed
+
+        broker = edge(ctx).broker()
+        try:
+            count = rotate_sealed(broker.sessions, SecretBox.from_settings(broker.settings))
+        except BrokerError as exc:
+            raise _fail(exc) from exc
+        out.print(f"re-encrypted {count} stored credential(s) with the first key")
 
     @app.command("dispatch")
     def dispatch(

@@ -24,9 +24,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
     ) -> None:
         """Savings against the baseline over the last 30 days, grouped."""
+        from broker.finops.documents import SavingsOut
         from broker.finops.service import FinOps
 
-        doc = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by)
+        report = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by)
+        doc = SavingsOut.from_domain(report).model_dump(mode="json", by_alias=True)
         if as_json:
             print(json.dumps(doc, indent=2))
             return

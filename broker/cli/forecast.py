@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,11 @@ from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.errors import BrokerError, InvalidRequest
 
+if TYPE_CHECKING:  # pandas and the forecast core load when a forecast command runs, not on every start
+    import pandas as pd
+
+    from broker.forecast.history import Panel
+
 
 def _scores_table(title: str, scores: dict[str, dict[str, float]]) -> Table:
     t = Table("forecaster", "MAE", "sMAPE %", "p95 coverage %", "MAE / seasonal-naive", title=title)
@@ -21,6 +26,59 @@ def _scores_table(title: str, scores: dict[str, dict[str, float]]) -> Table:
     for name, s in scores.items():
         t.add_row(name, f"{s['mae']:.4f}", f"{s['smape']:.2f}", f"{s['p95_coverage']:.1f}", f"{s['mae'] / sn:.3f}")
     return t
+
+
+def _metrics(raw: pd.DataFrame) -> list[str | None]:
+    """Each metric of a long file in turn (None: the file has no metric column, i.e. cpu)."""
+    if "metric" not in raw.columns:
+        return [None]
+    names = raw["metric"].fillna("cpu").astype(str).str.strip().replace("", "cpu")
+    return sorted(names.unique().tolist())
+
+
+def _progress(err: Console) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err)
+
+
+def _evaluate_metric(
+    panel: Panel, horizon: int, days: int, rounds: int, label: str, out: Console, err: Console
+) -> pd.DataFrame:
+    """Score one metric's panel and print the tables; return the last horizon's selected predictions."""
+    from broker.forecast.evaluate import evaluate, predictions_frame
+    from broker.forecast.model import TrainParams
+    from broker.forecast.rolling import rolling_origin
+    from broker.forecast.select import SelectParams
+
+    params = TrainParams(rounds=rounds)
+    with _progress(err) as bar:
+        task = bar.add_task("evaluating")
+        report = lambda msg: bar.update(task, description=f"{label}{msg}")  # noqa: E731
+        if days:
+            ev = rolling_origin(panel, days=days, horizon=horizon, params=params, progress=report)
+        else:
+            single = evaluate(panel, horizon=horizon, params=params, select=SelectParams(), progress=report)
+    if not days:
+        if single.fallbacks:
+            n = len(single.fallbacks)
+            err.print(f"[yellow]note:[/yellow] {label}{n} series with too little history use last_value")
+        title = (
+            f"{label}{len(panel)} series, last {horizon} points held out, "
+            f"{single.model.train_rows:,} training rows in {single.model.train_seconds:.1f}s"
+        )
+        out.print(_scores_table(title, {n: vars(s) for n, s in single.scores.items()}))
+        return predictions_frame(panel, single.selected, horizon)
+    for d in ev.days:
+        shifted = f", {d.regime_shifts} regime shift(s)" if d.regime_shifts else ""
+        title = f"{label}day -{d.back} ({len(panel)} series; chosen: {d.fleet}{shifted})"
+        out.print(_scores_table(title, {n: vars(s) for n, s in d.scores.items()}))
+    out.print(_scores_table(f"{label}all {days} days pooled", {n: vars(s) for n, s in ev.pooled.items()}))
+    better = ev.better_rule()
+    per_day = ", ".join(f"{ev.ratio('selected', day=d):.3f}" for d in ev.days)
+    out.print(
+        f"{label}selected / seasonal-naive per day: {per_day}; pooled {ev.ratio('selected'):.3f}; "
+        f"/ {better} (the better fixed rule) {ev.ratio('selected', better):.3f}"
+    )
+    return predictions_frame(panel, ev.last, horizon)
 
 
 def register(app: typer.Typer) -> None:
@@ -32,50 +90,46 @@ def register(app: typer.Typer) -> None:
         history: Annotated[Path, typer.Option(help="long CSV: series_id,timestamp,value[,metric]")],
         horizon: Annotated[int, typer.Option(help="points held out at the end of every series")] = 288,
         predictions_out: Annotated[Path | None, typer.Option(help="write series_id,timestamp,p50,p95")] = None,
-        metric: Annotated[str | None, typer.Option(help="metric to use when the file has several")] = None,
+        metric: Annotated[str | None, typer.Option(help="one metric of the file (default: each in turn)")] = None,
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
+        days: Annotated[
+            int, typer.Option(help="rolling origin: hold out each of the last K horizons in turn (0 = the last only)")
+        ] = 0,
     ) -> None:
-        """Hold out the last N points of each series, train on the rest, score model and baselines."""
+        """Hold out the last N points of each series, train on the rest, score the selected forecaster,
+        the model and the baselines; with --days K, per held-out day and pooled over the K days."""
         from broker.cli.failures import print_invalid
-        from broker.forecast.evaluate import evaluate, predictions_frame
         from broker.forecast.history import HistoryError, parse_long_frame, regularize
-        from broker.forecast.model import TrainParams
         from broker.usage.service import read_csv
 
         out, err = Console(), Console(stderr=True)
+        predictions: list[pd.DataFrame] = []
         try:
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err) as bar:
-                task = bar.add_task(f"reading {history}")
-                frame, numeric = parse_long_frame(read_csv(history), metric=metric)
+            raw = read_csv(history)
+            metrics = [metric] if metric else _metrics(raw)
+            for m in metrics:
+                frame, numeric = parse_long_frame(raw, metric=m)
                 panel = regularize(frame, numeric_time=numeric)
-                if horizon < 1:
-                    raise HistoryError("--horizon must be at least 1", [{"loc": ["horizon"], "msg": "< 1"}])
-                ev = evaluate(
-                    panel,
-                    horizon=horizon,
-                    params=TrainParams(rounds=rounds),
-                    progress=lambda msg: bar.update(task, description=msg),
-                )
-                bar.update(task, description="done")
+                if horizon < 1 or days < 0:
+                    bad = "horizon" if horizon < 1 else "days"
+                    raise HistoryError("--horizon must be >= 1, --days >= 0", [{"loc": [bad], "msg": "too small"}])
+                label = f"{m or 'cpu'}: " if len(metrics) > 1 else ""
+                for w in panel.warnings:
+                    err.print(f"[yellow]note:[/yellow] {label}{w}")
+                pred = _evaluate_metric(panel, horizon, days, rounds, label, out, err)
+                predictions.append(pred.assign(metric=m) if len(metrics) > 1 else pred)
         except HistoryError as exc:
             print_invalid(InvalidRequest(exc.detail, errors=exc.errors), "history")
             raise typer.Exit(EXIT_INVALID) from exc
         except InvalidRequest as exc:
             print_invalid(exc, "history")
             raise typer.Exit(EXIT_INVALID) from exc
-        for w in panel.warnings:
-            err.print(f"[yellow]note:[/yellow] {w}")
-        if ev.fallbacks:
-            err.print(f"[yellow]note:[/yellow] {len(ev.fallbacks)} series with too little history use last_value")
-        title = (
-            f"{len(panel)} series, last {horizon} points held out, "
-            f"{ev.model.train_rows:,} training rows in {ev.model.train_seconds:.1f}s"
-        )
-        out.print(_scores_table(title, {n: vars(s) for n, s in ev.scores.items()}))
         if predictions_out is not None:
-            history_panel, _ = panel.split(horizon)
-            predictions_frame(panel, ev.forecasts, horizon).to_csv(predictions_out, index=False)
-            out.print(f"wrote {len(history_panel) * horizon} predictions to {predictions_out}")
+            import pandas as pd
+
+            frame = pd.concat(predictions, ignore_index=True)
+            frame.to_csv(predictions_out, index=False)
+            out.print(f"wrote {len(frame)} predictions to {predictions_out}")
 
     @fc_app.command("train")
     def train_cmd(

@@ -144,13 +144,15 @@ def place(
             previous = _previous_remote(server, str(doc.get("name", "")), headers) if isinstance(doc, dict) else None
             result = _place_remote(server, doc, headers)
         else:
+            from broker.placements.documents import placement_document
+
             broker = edge(ctx).broker()
             previous = None
             if isinstance(doc, dict) and doc.get("name"):
                 items, _ = broker.list_placements(name=str(doc["name"]), limit=1)
-                previous = broker.get_placement(items[0]["id"]) if items else None
+                previous = placement_document(broker.get_placement(items[0].id)) if items else None
             with err.status("solving..."), stdout_to_stderr():
-                result, _stored = broker.place(doc)
+                result = placement_document(broker.place(doc)[0])
     except Infeasible as exc:
         _print_infeasible(exc, fmt)
         raise typer.Exit(EXIT_INFEASIBLE) from exc
@@ -231,7 +233,9 @@ COMMAND_MODULES = [
     "usage",
     "forecast",
     "operator",
+    "multicluster",
     "latency",
+    "simulate",
 ]
 
 

@@ -2,7 +2,7 @@
 
 `broker place --format json` is piped into parsers: anything a native library prints
 during the solve (a solver banner, a forecaster's log line) would corrupt the document.
-The solver turns HiGHS' logging off itself (broker/solver/quiet_highs.py); this guards
+The solver turns HiGHS' logging off itself (broker/solver/model/quiet_highs.py); this guards
 against every other writer, native or Python, by pointing file descriptor 1 at stderr for
 the duration, so what they print is still seen, on stderr.
 """

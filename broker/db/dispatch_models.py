@@ -18,9 +18,15 @@ class ClusterRow(Base):
     site: Mapped[str] = mapped_column(String(200), index=True)
     kind: Mapped[str] = mapped_column(String(20))  # kubernetes | gitops
     namespace: Mapped[str] = mapped_column(String(63))
-    kubeconfig: Mapped[str | None] = mapped_column(Text, nullable=True)
+    kubeconfig: Mapped[str | None] = mapped_column(Text, nullable=True)  # operator's path on the server
     context: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    gitops_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    gitops_dir: Mapped[str | None] = mapped_column(Text, nullable=True)  # operator's path on the server
+    # a tenant's kubeconfig, Fernet-encrypted with BROKER_SECRET_KEY (broker/access/secretbox.py)
+    kubeconfig_sealed: Mapped[str | None] = mapped_column(Text, nullable=True)
+    gitops_repo: Mapped[str | None] = mapped_column(Text, nullable=True)  # URL without credentials
+    gitops_repo_sealed: Mapped[str | None] = mapped_column(Text, nullable=True)  # the URL with them, encrypted
+    gitops_branch: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    gitops_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

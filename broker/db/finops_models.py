@@ -1,8 +1,8 @@
 """Savings ledger rows: one per stored placement, and its cost split into items.
 
-The ledger is derived from the placements table (see broker.finops.store) so
+The ledger is derived from the stored placements (see broker.finops.store) so
 aggregations over thousands of placements run as narrow-row scans instead of
-parsing every stored result document.
+loading every placement with its pools and assignments.
 """
 
 from __future__ import annotations

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind
+
+_CAPACITY = {c.value: c for c in CapacityType}
+_ARCH = {a.value: a for a in Arch}
 
 
 def utcnow() -> datetime:
@@ -66,6 +70,55 @@ class PoolRow(Base):
     price_as_of: Mapped[str] = mapped_column(String(40))
     reserved_3yr_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
 
+    @staticmethod
+    def values(p: Pool, *, reserved_3yr_per_hour: float | None = None) -> dict[str, Any]:
+        """The one mapping of a domain pool onto this table's columns, for ORM rows, bulk INSERTs and COPY."""
+        return {
+            "id": p.id,
+            "site": p.site,
+            "instance_type": p.instance_type,
+            "capacity_type": p.capacity_type.value,
+            "arch": p.arch.value,
+            "vcpus": p.vcpus,
+            "memory_gib": p.memory_gib,
+            "gpus": p.gpus,
+            "gpu_model": p.gpu_model,
+            "price_per_hour": p.price_per_hour,
+            "max_nodes": p.max_nodes,
+            "price_source": p.price_source,
+            "price_as_of": p.price_as_of,
+            "reserved_3yr_per_hour": reserved_3yr_per_hour,
+        }
+
+    @classmethod
+    def from_domain(cls, p: Pool, *, reserved_3yr_per_hour: float | None = None) -> PoolRow:
+        return cls(**cls.values(p, reserved_3yr_per_hour=reserved_3yr_per_hour))
+
+    @staticmethod
+    def domain_columns() -> tuple[Any, ...]:
+        """The columns a domain Pool is made of, in its field order (a catalog reads ~190k as plain tuples)."""
+        return (
+            PoolRow.id,
+            PoolRow.site,
+            PoolRow.instance_type,
+            PoolRow.capacity_type,
+            PoolRow.arch,
+            PoolRow.vcpus,
+            PoolRow.memory_gib,
+            PoolRow.gpus,
+            PoolRow.gpu_model,
+            PoolRow.price_per_hour,
+            PoolRow.max_nodes,
+            PoolRow.price_source,
+            PoolRow.price_as_of,
+        )
+
+    @staticmethod
+    def domain_from_tuple(t: Sequence[Any]) -> Pool:
+        """A Pool from the values of domain_columns()."""
+        pid, site, it, ct, arch, v, m, g, gm, price, mx, src, asof = t
+        return Pool(pid, site, it, _CAPACITY[ct], _ARCH[arch], v, m, g or 0.0, gm, price, mx, src, asof)
+
     def to_domain(self) -> Pool:
         return Pool(
             id=self.id,
@@ -114,20 +167,3 @@ class CatalogMetaRow(Base):
     __tablename__ = "catalog_meta"
     key: Mapped[str] = mapped_column(String(80), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
-
-
-class PlacementRow(Base):
-    __tablename__ = "placements"
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), index=True)
-    tenant: Mapped[str] = mapped_column(String(80), default="default", index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
-    status: Mapped[str] = mapped_column(String(20))
-    cost_per_hour: Mapped[float] = mapped_column(Float)
-    baseline_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
-    savings_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
-    request: Mapped[dict[str, Any]] = mapped_column(JSON)
-    result: Mapped[dict[str, Any]] = mapped_column(JSON)
-
-
-Index("ix_placements_tenant_created", PlacementRow.tenant, PlacementRow.created_at)

@@ -9,6 +9,8 @@ from broker.db import (
     forecast_models,  # noqa: F401
     latency_models,  # noqa: F401
     models,  # noqa: F401
+    placement_models,  # noqa: F401
     price_models,  # noqa: F401
     service_models,  # noqa: F401
+    simulation_models,  # noqa: F401
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -15,19 +15,33 @@ class Strict(BaseModel):
 
 
 class ClusterIn(Strict):
+    """A target cluster. Tenants send `kubeconfig_content` or `gitops_repo`; `kubeconfig` and
+    `gitops_dir` are paths on the broker's machine, for its operator only (docs/dispatch.md)."""
+
     name: DnsLabel
     site: str = Field(min_length=1, max_length=200)
-    kubeconfig: str | None = Field(None, description="path of a kubeconfig file readable by the broker")
-    context: str | None = Field(None, description="kubeconfig context (default: its current-context)")
-    gitops_dir: str | None = Field(None, description="path of a git work tree that Argo CD or Flux syncs")
+    kubeconfig_content: str | dict[str, Any] | None = Field(
+        None, description="a self-contained kubeconfig (YAML or JSON text, or the object); stored encrypted"
+    )
+    context: str | None = Field(None, max_length=200, description="kubeconfig context (default: its current-context)")
+    gitops_repo: str | None = Field(
+        None, max_length=2000, description="https:// (optionally https://USER:TOKEN@...) or allowed file:// URL"
+    )
+    gitops_branch: str | None = Field(None, max_length=200, description="branch to commit to (default main)")
+    gitops_path: str | None = Field(None, max_length=500, description="folder of the repository to write under")
+    kubeconfig: str | None = Field(None, description="operator only: path of a kubeconfig file on the broker")
+    gitops_dir: str | None = Field(None, description="operator only: path of a git work tree on the broker")
     namespace: DnsLabel = "default"
 
     @model_validator(mode="after")
     def _one_target(self) -> ClusterIn:
-        if (self.kubeconfig is None) == (self.gitops_dir is None):
-            raise ValueError("give either kubeconfig (with context) or gitops_dir")
-        if self.context is not None and self.kubeconfig is None:
-            raise ValueError("context needs kubeconfig")
+        targets = [self.kubeconfig_content, self.gitops_repo, self.kubeconfig, self.gitops_dir]
+        if sum(t is not None for t in targets) != 1:
+            raise ValueError("give exactly one of kubeconfig_content, gitops_repo, kubeconfig or gitops_dir")
+        if self.context is not None and self.kubeconfig is None and self.kubeconfig_content is None:
+            raise ValueError("context needs kubeconfig_content (or kubeconfig)")
+        if (self.gitops_branch is not None or self.gitops_path is not None) and self.gitops_repo is None:
+            raise ValueError("gitops_branch and gitops_path need gitops_repo")
         return self
 
 

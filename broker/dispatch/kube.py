@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from broker.dispatch import kubeconfig
 from broker.dispatch.base import FIELD_MANAGER, ApplyFailed
 from broker.dispatch.clusters import Cluster
 from broker.dispatch.manifests import MANAGED_BY, PREFIX, ClusterBundle
+from broker.dispatch.policy import TargetPolicy
+from broker.errors import BrokerError, InvalidRequest
 
 T = TypeVar("T")
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -26,6 +29,7 @@ RETRY_STATUS = {429, 500, 502, 503, 504}
 class KubernetesDispatcher:
     def __init__(
         self,
+        policy: TargetPolicy,
         *,
         timeout_s: float = 10.0,
         retries: int = 3,
@@ -33,6 +37,7 @@ class KubernetesDispatcher:
         ready_wait_s: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self.policy = policy
         self.timeout_s = timeout_s
         self.retries = retries
         self.backoff_s = backoff_s
@@ -45,16 +50,45 @@ class KubernetesDispatcher:
 
         conf = client.Configuration()
         conf.retries = 0  # retries are ours, with backoff, so a dead server fails in bounded time
+        if cluster.kubeconfig_sealed is not None:
+            self._load_stored(cluster, conf)
+            return client.ApiClient(conf)
+        try:
+            path = self.policy.server_path(cluster.kubeconfig or "", ["kubeconfig"])
+        except InvalidRequest as exc:  # a row older than the roots, or roots narrowed since
+            raise ApplyFailed(cluster.name, exc.detail) from exc
         try:
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=cluster.kubeconfig,
+                config_file=str(path),
                 context=cluster.context,
                 client_configuration=conf,
                 persist_config=False,
             )
-        except (ConfigException, OSError, ValueError, TypeError) as exc:
-            raise ApplyFailed(cluster.name, f"kubeconfig {cluster.kubeconfig!r} cannot be loaded: {exc}") from exc
+        except (ConfigException, OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ApplyFailed(cluster.name, f"kubeconfig {str(path)!r} cannot be loaded: {_why(exc)}") from exc
         return client.ApiClient(conf)
+
+    def _load_stored(self, cluster: Cluster, conf: Any) -> None:
+        """The tenant's kubeconfig: decrypted for this call only, checked again, certificates to a 0700 folder."""
+        from kubernetes import config
+        from kubernetes.config.config_exception import ConfigException
+
+        try:
+            doc = json.loads(self.policy.box.open(cluster.kubeconfig_sealed or ""))
+            where = ["kubeconfig_content"]
+            kubeconfig.check(doc, cluster.context, where, what="the stored kubeconfig", self_contained=True)
+        except BrokerError as exc:
+            raise ApplyFailed(cluster.name, exc.detail) from exc
+        try:
+            config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                config_dict=doc,
+                context=cluster.context,
+                client_configuration=conf,
+                persist_config=False,
+                temp_file_path=str(self.policy.kube_temp_dir()),
+            )
+        except (ConfigException, OSError, ValueError, TypeError, AttributeError) as exc:
+            raise ApplyFailed(cluster.name, f"the stored kubeconfig cannot be loaded: {_why(exc)}") from exc
 
     def _call(self, cluster: str, what: str, fn: Callable[[], T]) -> T:
         from kubernetes.client.exceptions import ApiException
@@ -179,6 +213,14 @@ class KubernetesDispatcher:
             if ready == want or time.monotonic() >= deadline:
                 return ready
             self.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
+
+
+def _why(exc: Exception) -> str:
+    """The client's own words for a bad kubeconfig (they name keys and entries, not values);
+    for any other error only its type, since its text may quote the file."""
+    from kubernetes.config.config_exception import ConfigException
+
+    return str(exc) if isinstance(exc, ConfigException) else type(exc).__name__
 
 
 def _status_message(body: Any) -> str:

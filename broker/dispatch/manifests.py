@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from broker.core.placement import Placement
 from broker.errors import InvalidRequest
 
 PREFIX = "placement-broker.dev"
@@ -193,8 +194,7 @@ def split_replicas(replicas: int, k: int) -> list[int]:
 
 
 def build_bundles(
-    placement: Mapping[str, Any],
-    request: Mapping[str, Any],
+    placement: Placement,
     targets: Mapping[str, Sequence[Target]],
     *,
     pool_arch: Mapping[str, str] | None = None,
@@ -202,7 +202,7 @@ def build_bundles(
     images: Mapping[str, str] | None = None,
 ) -> list[ClusterBundle]:
     """One bundle per target cluster, in cluster-name order; raises InvalidRequest on bad input."""
-    specs = {w["name"]: WorkloadSpec.from_request(w) for w in request.get("workloads", [])}
+    specs = {w["name"]: WorkloadSpec.from_request(w) for w in placement.request.get("workloads", [])}
     templates = templates or {}
     images = images or {}
     pool_arch = pool_arch or {}
@@ -212,38 +212,37 @@ def build_bundles(
             if name not in specs:
                 errors.append({"loc": ["body", kind, name], "msg": f"no workload {name!r} in the placement"})
     rows: list[_Row] = []
-    for i, a in enumerate(placement.get("assignments", [])):
-        site = str(a["site"])
-        clusters = sorted(targets.get(site, ()), key=lambda t: t.cluster)
+    for i, a in enumerate(placement.result.assignments):
+        clusters = sorted(targets.get(a.site, ()), key=lambda t: t.cluster)
         if not clusters:
-            errors.append({"loc": ["assignments", i, "site"], "msg": f"no cluster is registered for site {site!r}"})
+            errors.append({"loc": ["assignments", i, "site"], "msg": f"no cluster is registered for site {a.site!r}"})
             continue
-        spec = specs[a["workload"]]
-        _, instance_type, capacity = pool_parts(str(a["pool"]))
-        arch = pool_arch.get(str(a["pool"]), spec.arch[0])
-        cost = float(a.get("explanation", {}).get("cost_per_hour", 0.0))
-        shares = split_replicas(int(a["replicas"]), len(clusters))
+        spec = specs[a.workload]
+        _, instance_type, capacity = pool_parts(a.pool)
+        arch = pool_arch.get(a.pool, spec.arch[0])
+        cost = a.explanation.cost_per_hour
+        shares = split_replicas(a.replicas, len(clusters))
         for target, n in zip(clusters, shares, strict=True):
             if n > 0:
                 rows.append(
                     _Row(
                         spec,
-                        str(a["pool"]),
-                        site,
-                        site.split(":", 1)[0],
+                        a.pool,
+                        a.site,
+                        a.site.split(":", 1)[0],
                         instance_type,
                         capacity,
                         arch,
                         n,
-                        cost * n / int(a["replicas"]),
+                        cost * n / a.replicas,
                         target,
                     )
                 )
     if errors:
         raise InvalidRequest("the placement cannot be dispatched", errors=errors)
 
-    app = dns_label(str(placement.get("name") or placement.get("id") or "placement"))
-    pid = str(placement.get("id") or "")
+    app = dns_label(placement.name or placement.id or "placement")
+    pid = placement.id or ""
     by_cluster: dict[str, list[dict[str, Any]]] = {}
     namespaces: dict[str, str] = {}
     for ts in targets.values():

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from broker.core.domain import Assignment
+
 Action = Literal["scale_up", "shift_traffic", "scale_down"]
 Key = tuple[str, str]  # (workload, pool)
 
@@ -85,8 +87,8 @@ class MigrationPlan:
         }
 
 
-def slots_from_assignments(assignments: Iterable[Mapping[str, Any]]) -> list[Slot]:
-    return [Slot(str(a["workload"]), str(a["pool"]), str(a["site"]), int(a["replicas"])) for a in assignments]
+def slots_from_assignments(assignments: Iterable[Assignment]) -> list[Slot]:
+    return [Slot(a.workload, a.pool, a.site, a.replicas) for a in assignments]
 
 
 def dependency_order(workloads: Iterable[str], depends_on: Mapping[str, Sequence[str]]) -> list[str]:

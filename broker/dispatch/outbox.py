@@ -27,8 +27,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from broker.app import Broker, new_placement_id
+from broker.core.placement import Placement
 from broker.db.dispatch_models import DispatchRow, OutboxRow
-from broker.db.models import PlacementRow
 from broker.db.session import transaction
 from broker.dispatch.base import ApplyFailed, Dispatcher
 from broker.dispatch.clusters import GITOPS, KUBERNETES, Cluster, list_clusters
@@ -36,8 +36,10 @@ from broker.dispatch.documents import DispatchIn
 from broker.dispatch.gitops import GitOpsDispatcher
 from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle, Target, build_bundles, dns_label, total_replicas
+from broker.dispatch.policy import TargetPolicy
 from broker.dispatch.schema import check_bundles
 from broker.errors import NotFound
+from broker.placements.store import PlacementStore
 
 PENDING, APPLYING, APPLIED, FAILED, DONE = "pending", "applying", "applied", "failed", "done"
 
@@ -56,58 +58,53 @@ class DispatchService:
     def __init__(self, broker: Broker, *, dispatchers: Mapping[str, Dispatcher] | None = None) -> None:
         self.broker = broker
         cfg = broker.settings
+        self.policy = TargetPolicy.from_settings(cfg)
         self.dispatchers: Mapping[str, Dispatcher] = dispatchers or {
             KUBERNETES: KubernetesDispatcher(
+                self.policy,
                 timeout_s=cfg.dispatch_timeout_s,
                 retries=cfg.dispatch_retries,
                 ready_wait_s=cfg.dispatch_ready_wait_s,
             ),
-            GITOPS: GitOpsDispatcher(),
+            GITOPS: GitOpsDispatcher(self.policy, timeout_s=cfg.gitops_timeout_s),
         }
 
     # ---- planning (no writes) ---------------------------------------------------------
 
-    def _placement(self, placement_id: str, tenant: str) -> PlacementRow:
-        with self.broker.sessions() as s:
-            row = s.get(PlacementRow, placement_id)
-            if row is None or row.tenant != tenant:
-                raise NotFound(f"placement {placement_id!r} does not exist")
-            return row
+    def _placement(self, placement_id: str, tenant: str) -> Placement:
+        return PlacementStore(self.broker.sessions).get(placement_id, tenant=tenant)
 
     def plan(self, placement_id: str, doc: DispatchIn, *, tenant: str = "default") -> list[ClusterBundle]:
         """The bundles a dispatch would apply, validated; nothing is written."""
         return self._plan(placement_id, doc, tenant)[0]
 
     def _plan(self, placement_id: str, doc: DispatchIn, tenant: str) -> tuple[list[ClusterBundle], str]:
-        row = self._placement(placement_id, tenant)
+        placement = self._placement(placement_id, tenant)
         clusters = {c.name: c for c in list_clusters(self.broker.sessions, tenant=tenant)}
         targets: dict[str, list[Target]] = {}
         for c in clusters.values():
             targets.setdefault(c.site, []).append(c.target())
         table = self.broker.catalog().table
-        pools = {str(a["pool"]) for a in row.result.get("assignments", [])}
+        pools = {a.pool for a in placement.result.assignments}
         pool_arch = {p: table.pools[table.pool_index[p]].arch.value for p in pools if p in table.pool_index}
-        placement = {**row.result, "id": row.id, "name": row.name}
-        bundles = build_bundles(
-            placement, row.request, targets, pool_arch=pool_arch, templates=doc.templates, images=doc.images
-        )
+        bundles = build_bundles(placement, targets, pool_arch=pool_arch, templates=doc.templates, images=doc.images)
         check_bundles(bundles)
-        leavers, previous = self._leavers(row, bundles, clusters, tenant)
+        leavers, previous = self._leavers(placement, bundles, clusters, tenant)
         return bundles + leavers, previous
 
     def _leavers(
-        self, row: PlacementRow, bundles: list[ClusterBundle], clusters: Mapping[str, Cluster], tenant: str
+        self, placement: Placement, bundles: list[ClusterBundle], clusters: Mapping[str, Cluster], tenant: str
     ) -> tuple[list[ClusterBundle], str]:
         """Empty bundles for clusters that ran this app under another placement but get nothing now.
 
         Also returns the id of that previous dispatch: it is part of the idempotency key,
         so re-dispatching a placement after another one of the app ran applies it again.
         """
-        app = dns_label(row.name)
+        app = dns_label(placement.name)
         with self.broker.sessions() as s:
             last = s.scalars(
                 select(DispatchRow)
-                .where(DispatchRow.tenant == tenant, DispatchRow.app == app, DispatchRow.placement_id != row.id)
+                .where(DispatchRow.tenant == tenant, DispatchRow.app == app, DispatchRow.placement_id != placement.id)
                 .order_by(DispatchRow.created_at.desc())
                 .limit(1)
             ).first()
@@ -117,7 +114,7 @@ class DispatchService:
             had = {o.cluster: o.payload for o in previous if o.payload.get("manifests")}
         now = {b.cluster for b in bundles}
         leavers = [
-            ClusterBundle(name, str(payload["namespace"]), app, row.id, ())
+            ClusterBundle(name, str(payload["namespace"]), app, str(placement.id), ())
             for name, payload in sorted(had.items())
             if name not in now and name in clusters
         ]
@@ -287,12 +284,11 @@ class DispatchService:
         return doc
 
     def _placement_tenant(self, placement_id: str) -> str | None:
-        with self.broker.sessions() as s:
-            row = s.get(PlacementRow, placement_id)
-            return row.tenant if row else None
+        return PlacementStore(self.broker.sessions).tenant_of(placement_id)
 
     def latest(self, placement_id: str, *, tenant: str = "default") -> dict[str, Any]:
-        self._placement(placement_id, tenant)
+        if self._placement_tenant(placement_id) != tenant:
+            raise NotFound(f"placement {placement_id!r} does not exist")
         with self.broker.sessions() as s:
             did = s.scalar(
                 select(DispatchRow.id)

@@ -11,47 +11,42 @@ the migration plan and its rollback.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-
 from broker.app import Broker, new_placement_id
+from broker.core.domain import Assignment, PlacementResult
+from broker.core.placement import Placement
 from broker.db.dispatch_models import ReplanRow
-from broker.db.models import PlacementRow
 from broker.db.session import transaction
 from broker.dispatch.alerts import SITE_DOWN, AlertmanagerWebhook, triggers
 from broker.dispatch.clusters import list_clusters
 from broker.dispatch.documents import ReplanIn
 from broker.dispatch.migration import plan_migration, slots_from_assignments
 from broker.errors import BrokerError, InvalidRequest, NotFound
+from broker.placements.documents import placement_document
+from broker.placements.store import PlacementStore
 
 MIGRATE, KEEP, UNCHANGED = "migrate", "keep", "unchanged"
 
 
-def current_by_pool(assignments: list[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+def current_by_pool(assignments: Iterable[Assignment]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for a in assignments:
-        per = out.setdefault(str(a["pool"]), {})
-        per[str(a["workload"])] = per.get(str(a["workload"]), 0) + int(a["replicas"])
+        per = out.setdefault(a.pool, {})
+        per[a.workload] = per.get(a.workload, 0) + a.replicas
     return out
 
 
 class ReplanService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.placements = PlacementStore(broker.sessions)
 
-    def _row(self, placement_id: str, tenant: str) -> PlacementRow:
-        with self.broker.sessions() as s:
-            row = s.get(PlacementRow, placement_id)
-            if row is None or row.tenant != tenant:
-                raise NotFound(f"placement {placement_id!r} does not exist")
-            return row
-
-    def _check(self, row: PlacementRow, doc: ReplanIn) -> None:
+    def _check(self, old: Placement, doc: ReplanIn) -> None:
         cat = self.broker.catalog()
-        names = {w["name"] for w in row.request.get("workloads", [])}
+        names = {w["name"] for w in old.request.get("workloads", [])}
         errors = [
             {"loc": ["body", "exclude_sites", i], "msg": f"unknown site {site!r}"}
             for i, site in enumerate(doc.exclude_sites)
@@ -64,37 +59,36 @@ class ReplanService:
         if errors:
             raise InvalidRequest("the replan request is invalid", errors=errors)
 
-    def old_cost_now(self, result: Mapping[str, Any]) -> tuple[float, list[str]]:
+    def old_cost_now(self, result: PlacementResult) -> tuple[float, list[str]]:
         """The stored plan's node cost at today's prices, and the pools that no longer exist."""
         table = self.broker.catalog().table
         cost, gone = 0.0, []
-        for n in result.get("nodes", []):
-            i = table.pool_index.get(str(n["pool"]))
+        for n in result.nodes:
+            i = table.pool_index.get(n.pool)
             if i is None:
-                gone.append(str(n["pool"]))
-                cost += float(n["cost_per_hour"])
+                gone.append(n.pool)
+                cost += n.cost_per_hour
             else:
-                cost += int(n["count"]) * float(table.price[i])
-        cost += float(result.get("egress_cost_per_hour", 0.0)) + float(result.get("storage_cost_per_hour", 0.0))
+                cost += n.count * float(table.price[i])
+        cost += result.egress_cost_per_hour + result.storage_cost_per_hour
         return cost, gone
 
     def replan(self, placement_id: str, doc: ReplanIn, *, tenant: str = "default") -> dict[str, Any]:
-        row = self._row(placement_id, tenant)
-        self._check(row, doc)
-        old = row.result
-        old_assignments = list(old.get("assignments", []))
-        request = dict(row.request)
+        old = self.placements.get(placement_id, tenant=tenant)
+        self._check(old, doc)
+        old_assignments = old.result.assignments
+        request = dict(old.request)
         request["workloads"] = [
             {**w, "replicas": doc.replicas.get(w["name"], w["replicas"])} for w in request.get("workloads", [])
         ]
         forced: list[str] = []
-        on_failed = sorted({a["site"] for a in old_assignments if a["site"] in doc.exclude_sites})
+        on_failed = sorted({a.site for a in old_assignments if a.site in doc.exclude_sites})
         if on_failed:
             forced.append(f"replicas run at failed site(s) {on_failed}")
-        changed = {w: n for w, n in doc.replicas.items() if n != _replicas(row.request, w)}
+        changed = {w: n for w, n in doc.replicas.items() if n != _replicas(old.request, w)}
         if changed:
             forced.append(f"demand changed: {changed}")
-        old_now, gone = self.old_cost_now(old)
+        old_now, gone = self.old_cost_now(old.result)
         if gone:
             forced.append(f"pool(s) no longer offered: {gone}")
 
@@ -108,13 +102,13 @@ class ReplanService:
         deps = {w["name"]: [d["workload"] for d in w.get("depends_on", [])] for w in request["workloads"]}
         plan = plan_migration(
             slots_from_assignments(old_assignments),
-            slots_from_assignments(new["assignments"]),
+            slots_from_assignments(new.result.assignments),
             depends_on=deps,
             disruption_budget=doc.disruption_budget,
             traffic_steps=doc.traffic_steps,
             cost_per_moved_replica=doc.migration_cost_per_replica,
         )
-        new_cost = float(new["cost_per_hour"])
+        new_cost = new.result.cost_per_hour
         horizon = float(request.get("horizon_hours", 730.0))
         savings = old_now - new_cost
         moves = plan.added_replicas + plan.removed_replicas
@@ -124,14 +118,14 @@ class ReplanService:
             decision = MIGRATE
         else:
             decision = KEEP
-        new_id = new.get("id") if store_now else None
+        new_id = new.id if store_now else None
         if decision == MIGRATE and not doc.dry_run and not store_now:
             # stored through the one code path that stores placements (budgets, fair
             # share, metrics); same inputs, so the same placement
             new, _ = self.broker.place(
                 {**request, "dry_run": False}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
             )
-            new_id = new["id"]
+            new_id = new.id
         out = {
             "placement_id": placement_id,
             "reason": doc.reason,
@@ -139,7 +133,7 @@ class ReplanService:
             "forced_by": forced,
             "dry_run": doc.dry_run,
             "new_placement_id": new_id,
-            "old_cost_per_hour": float(row.cost_per_hour),
+            "old_cost_per_hour": old.result.cost_per_hour,
             "old_cost_per_hour_now": round(old_now, 6),
             "new_cost_per_hour": new_cost,
             "savings_per_hour": round(savings, 6),
@@ -147,11 +141,11 @@ class ReplanService:
             "horizon_savings": round(savings * horizon, 2),
             "migration_cost": round(plan.migration_cost, 6),
             "payback_hours": round(plan.migration_cost / savings, 2) if savings > 0 else None,
-            "nodes_before": sum(int(n["count"]) for n in old.get("nodes", [])),
-            "nodes_after": sum(int(n["count"]) for n in new.get("nodes", [])),
+            "nodes_before": sum(n.count for n in old.result.nodes),
+            "nodes_after": sum(n.count for n in new.result.nodes),
             "excluded_sites": list(doc.exclude_sites),
             "migration": plan.to_json(),
-            "new_placement": new,
+            "new_placement": placement_document(new),
         }
         if doc.dry_run:
             return out
@@ -173,20 +167,6 @@ class ReplanService:
             )
         return out
 
-    def latest_by_name(self, *, tenant: str = "default", limit: int = 500) -> list[PlacementRow]:
-        """The newest stored placement of each name: what is meant to be running."""
-        with self.broker.sessions() as s:
-            rows = s.scalars(
-                select(PlacementRow)
-                .where(PlacementRow.tenant == tenant)
-                .order_by(PlacementRow.created_at.desc())
-                .limit(limit)
-            ).all()
-        seen: dict[str, PlacementRow] = {}
-        for r in rows:
-            seen.setdefault(r.name, r)
-        return list(seen.values())
-
     def on_alerts(
         self, payload: AlertmanagerWebhook, *, tenant: str = "default", dry_run: bool = False
     ) -> dict[str, Any]:
@@ -196,19 +176,19 @@ class ReplanService:
         replans: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
         for t in found:
-            for row in self.latest_by_name(tenant=tenant):
-                at_site = {a["workload"] for a in row.result.get("assignments", []) if a["site"] == t.site}
-                if not at_site:
+            for p in self.placements.latest_by_name(tenant=tenant):
+                at_site = {a.workload for a in p.result.assignments if a.site == t.site}
+                if not at_site or p.id is None:
                     continue
                 if t.action == SITE_DOWN:
                     doc = ReplanIn(reason="site_failure", exclude_sites=[t.site], dry_run=dry_run)
                 else:
-                    more = overload_replicas(row.request, at_site, t.increase_pct)
+                    more = overload_replicas(p.request, at_site, t.increase_pct)
                     doc = ReplanIn(reason="node_overload", replicas=more, dry_run=dry_run)
                 try:
-                    out = self.replan(row.id, doc, tenant=tenant)
+                    out = self.replan(p.id, doc, tenant=tenant)
                 except BrokerError as exc:  # one placement that cannot move must not hide the others
-                    errors.append({"placement_id": row.id, "site": t.site, "error": exc.detail})
+                    errors.append({"placement_id": p.id, "site": t.site, "error": exc.detail})
                     continue
                 out.pop("new_placement", None)
                 replans.append({"alert": t.alertname, "action": t.action, "site": t.site, **out})

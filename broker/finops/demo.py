@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import copy
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from broker.app import Broker, new_placement_id, parse_request
-from broker.db.models import PlacementRow
+from broker.core.placement import Placement
 from broker.db.session import transaction
+from broker.placements.store import PlacementStore
 
 _EU = {"name": "eu-users", "lat": 50.11, "lon": 8.68}
 _US = {"name": "us-users", "lat": 40.71, "lon": -74.0}
@@ -116,34 +118,20 @@ def seed_demo(
     rng = random.Random(seed)
     now = now or datetime.now(UTC)
     factors = (1.0, 1.5, 0.75)  # three sizes per service, each solved once
-    solved: dict[tuple[str, float], tuple[dict[str, Any], dict[str, Any]]] = {}
+    solved: dict[tuple[str, float], Placement] = {}
     for _tenant, doc in DEMO_REQUESTS:
         for f in factors:
             req = parse_request({**_scaled(doc, f), "dry_run": True})
-            out, _ = broker.place(req)
-            solved[(doc["name"], f)] = (req.model_dump(mode="json") | {"dry_run": False}, out)
+            placement, _ = broker.place(req)
+            solved[(doc["name"], f)] = replace(placement, request=req.model_dump(mode="json") | {"dry_run": False})
     ids: list[str] = []
     with transaction(broker.sessions) as s:
         for tenant, doc in DEMO_REQUESTS:
             times = sorted(rng.uniform(0.5, days) for _ in range(per_service))
             for age in reversed(times):  # oldest first
-                created = now - timedelta(days=age)
-                request, out = solved[(doc["name"], rng.choice(factors))]
                 pid = new_placement_id()
-                result = {**out, "id": pid, "created_at": created.isoformat()}
-                s.add(
-                    PlacementRow(
-                        id=pid,
-                        name=doc["name"],
-                        tenant=tenant,
-                        created_at=created,
-                        status=out["status"],
-                        cost_per_hour=out["cost_per_hour"],
-                        baseline_cost_per_hour=out["baseline"]["cost_per_hour"],
-                        savings_pct=out["savings_pct"],
-                        request=request,
-                        result=result,
-                    )
-                )
+                placement = solved[(doc["name"], rng.choice(factors))]
+                created = now - timedelta(days=age)
+                PlacementStore.add(s, replace(placement, id=pid, tenant=tenant, created_at=created))
                 ids.append(pid)
     return ids

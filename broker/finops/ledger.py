@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from broker.core.domain import HOURS_PER_MONTH
+from broker.core.domain import HOURS_PER_MONTH, Assignment
+from broker.core.placement import Placement
 
 GROUP_BYS: tuple[str, ...] = (
     "provider",
@@ -92,19 +93,19 @@ def ondemand_counterpart(pool: str) -> str:
     return f"{base}/ondemand"
 
 
-def entry_from_placement(
-    *, placement_id: str, tenant: str, name: str, created_at: datetime, result: Mapping[str, Any]
-) -> LedgerEntry:
-    cost = float(result["cost_per_hour"])
-    base = (result.get("baseline") or {}).get("cost_per_hour")
+def entry_from_placement(p: Placement) -> LedgerEntry:
+    if p.id is None or p.created_at is None:
+        raise ValueError("only a stored placement has a ledger entry")
+    cost = p.result.cost_per_hour
+    base = p.result.baseline.cost_per_hour
     return LedgerEntry(
-        placement_id=placement_id,
-        tenant=tenant,
-        name=name,
-        created_at=created_at,
+        placement_id=p.id,
+        tenant=p.tenant,
+        name=p.name,
+        created_at=p.created_at,
         superseded_at=None,
         cost_per_hour=cost,
-        baseline_cost_per_hour=float(base) if base is not None else cost,
+        baseline_cost_per_hour=base if base is not None else cost,
         has_baseline=base is not None,
     )
 
@@ -115,64 +116,62 @@ def _teams(request: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def _compute_share(a: Assignment) -> float:
+    br = a.explanation.cost_breakdown
+    return float(br.get("compute", a.explanation.cost_per_hour - br.get("storage", 0.0)))
+
+
 def items_from_placement(
     entry: LedgerEntry,
-    result: Mapping[str, Any],
-    request: Mapping[str, Any],
+    placement: Placement,
     list_price: Callable[[str], float | None] = lambda _pool: None,
 ) -> list[LedgerItem]:
-    """Split a placement document into items whose costs add up to its cost_per_hour."""
-    teams = _teams(request)
-    gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in request.get("workloads", [])}
-    nodes = {str(n["pool"]): (int(n["count"]), float(n["cost_per_hour"])) for n in result.get("nodes", [])}
-    assignments = list(result.get("assignments", []))
-
-    def compute_share(a: Mapping[str, Any]) -> float:
-        ex = a.get("explanation") or {}
-        br = ex.get("cost_breakdown") or {}
-        return float(br.get("compute", float(ex.get("cost_per_hour", 0.0)) - float(br.get("storage", 0.0))))
+    """Split a placement into items whose costs add up to its cost_per_hour."""
+    teams = _teams(placement.request)
+    gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in placement.request.get("workloads", [])}
+    nodes = {n.pool: (n.count, n.cost_per_hour) for n in placement.result.nodes}
+    assignments = placement.result.assignments
 
     # the node cost of a pool, split by each workload's share as the explanation computed it
     share_sum: dict[str, float] = defaultdict(float)
     users: dict[str, int] = defaultdict(int)
     for a in assignments:
-        share_sum[a["pool"]] += compute_share(a)
-        users[a["pool"]] += 1
+        share_sum[a.pool] += _compute_share(a)
+        users[a.pool] += 1
     raw: list[dict[str, Any]] = []
     for a in assignments:
-        pool = str(a["pool"])
-        count, pool_cost = nodes.get(pool, (0, 0.0))
-        total = share_sum[pool]
-        portion = compute_share(a) / total if total > 0 else 1.0 / users[pool]
+        count, pool_cost = nodes.get(a.pool, (0, 0.0))
+        total = share_sum[a.pool]
+        portion = _compute_share(a) / total if total > 0 else 1.0 / users[a.pool]
         unit = pool_cost / count if count else 0.0
-        listed = list_price(pool)
+        listed = list_price(a.pool)
         raw.append(
             dict(
                 kind="compute",
-                workload=a["workload"],
-                site=a["site"],
-                pool=pool,
+                workload=a.workload,
+                site=a.site,
+                pool=a.pool,
                 qty=count,
                 unit=unit,
                 list_unit=listed if listed is not None else unit,
                 cost=pool_cost * portion,
             )
         )
-        storage = float(((a.get("explanation") or {}).get("cost_breakdown") or {}).get("storage", 0.0))
+        storage = float(a.explanation.cost_breakdown.get("storage", 0.0))
         if storage > 0:
             raw.append(
                 dict(
                     kind="storage",
-                    workload=a["workload"],
-                    site=a["site"],
+                    workload=a.workload,
+                    site=a.site,
                     pool=None,
-                    qty=gib.get(a["workload"], 0.0) * int(a["replicas"]),
+                    qty=gib.get(a.workload, 0.0) * a.replicas,
                     unit=0.0,
                     list_unit=0.0,
                     cost=storage,
                 )
             )
-    egress = float(result.get("egress_cost_per_hour", 0.0) or 0.0)
+    egress = placement.result.egress_cost_per_hour
     if egress > 0:
         per_w: dict[str, float] = defaultdict(float)
         for r in raw:
@@ -217,30 +216,51 @@ def items_from_placement(
 # ---- aggregation ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """A group's (or the total's) run-rate at the window's end and its cost accrued over the window."""
+
+    placements: int
+    cost_per_hour: float
+    baseline_cost_per_hour: float
+    cost: float  # accrued over the window, USD
+    baseline_cost: float
+
+    @property
+    def savings_per_hour(self) -> float:
+        return self.baseline_cost_per_hour - self.cost_per_hour
+
+    @property
+    def savings(self) -> float:
+        return self.baseline_cost - self.cost
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFigures:
+    key: str
+    figures: Figures
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesPoint:
+    start: datetime
+    cost: float
+    baseline_cost: float
+
+
 @dataclass
 class Totals:
+    """The accumulator behind Figures."""
+
     placements: set[str]
     cost_per_hour: float = 0.0
     baseline_cost_per_hour: float = 0.0
-    cost: float = 0.0  # accrued over the window, USD
+    cost: float = 0.0
     baseline_cost: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        savings_h = self.baseline_cost_per_hour - self.cost_per_hour
-        savings = self.baseline_cost - self.cost
-        return {
-            "placements": len(self.placements),
-            "cost_per_hour": round(self.cost_per_hour, 6),
-            "baseline_cost_per_hour": round(self.baseline_cost_per_hour, 6),
-            "savings_per_hour": round(savings_h, 6),
-            "savings_per_month": round(savings_h * HOURS_PER_MONTH, 2),
-            "savings_pct": round(savings_h / self.baseline_cost_per_hour * 100, 2)
-            if self.baseline_cost_per_hour > 0
-            else None,
-            "cost": round(self.cost, 4),
-            "baseline_cost": round(self.baseline_cost, 4),
-            "savings": round(savings, 4),
-        }
+    def figures(self) -> Figures:
+        n = len(self.placements)
+        return Figures(n, self.cost_per_hour, self.baseline_cost_per_hour, self.cost, self.baseline_cost)
 
 
 def group_key(item: LedgerItem, entry: LedgerEntry, group_by: str) -> str:
@@ -265,7 +285,7 @@ def summarize(
     group_by: str,
     start: datetime,
     end: datetime,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[Figures, list[GroupFigures]]:
     """(totals, groups): run-rate of the placements current at `end`, and cost accrued in [start, end)."""
     totals, groups = summarize_by(entries, items, group_bys=(group_by,), start=start, end=end)
     return totals, groups[group_by]
@@ -278,7 +298,7 @@ def summarize_by(
     group_bys: Sequence[str],
     start: datetime,
     end: datetime,
-) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+) -> tuple[Figures, dict[str, list[GroupFigures]]]:
     """Like summarize, for several groupings in one pass over the items (the dashboard's four)."""
     by_id = {e.placement_id: e for e in entries}
     hours = {e.placement_id: e.active_hours(start, end) for e in entries}
@@ -302,15 +322,16 @@ def summarize_by(
             if now:
                 t.cost_per_hour += it.cost_per_hour
                 t.baseline_cost_per_hour += it.baseline_cost_per_hour
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[GroupFigures]] = {}
     for g, by_key in groups.items():
-        rows = [{"key": k, **v.as_dict()} for k, v in by_key.items()]
-        rows.sort(key=lambda r: (-r["cost"], -r["cost_per_hour"], r["key"]))
+        rows = [GroupFigures(k, v.figures()) for k, v in by_key.items()]
+        # by the figures as reported (cents of a cent): groups that read the same sort by name
+        rows.sort(key=lambda r: (-round(r.figures.cost, 4), -round(r.figures.cost_per_hour, 6), r.key))
         out[g] = rows
-    return total.as_dict(), out
+    return total.figures(), out
 
 
-def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, step: timedelta) -> list[dict[str, Any]]:
+def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, step: timedelta) -> list[SeriesPoint]:
     """Accrued cost and baseline per time bucket of [start, end).
 
     Each placement visits only the buckets it overlaps, so the cost is
@@ -333,12 +354,4 @@ def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, st
             cost[b] += e.cost_per_hour * h
             base[b] += e.baseline_cost_per_hour * h
             b += 1
-    return [
-        {
-            "start": (start + b * step).isoformat(),
-            "cost": round(cost[b], 4),
-            "baseline_cost": round(base[b], 4),
-            "savings": round(base[b] - cost[b], 4),
-        }
-        for b in range(n)
-    ]
+    return [SeriesPoint(start + b * step, cost[b], base[b]) for b in range(n)]

@@ -6,16 +6,29 @@ kilobytes however many placements are stored.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from broker.app import Broker
+from broker.core.domain import Site
+from broker.core.placement import Placement
 from broker.errors import InvalidRequest
 from broker.finops import store
 from broker.finops.demand import actual_demand, bucket_seconds
 from broker.finops.focus import focus_rows
-from broker.finops.ledger import GROUP_BYS, LedgerEntry, series, summarize, summarize_by
+from broker.finops.ledger import (
+    GROUP_BYS,
+    Figures,
+    GroupFigures,
+    LedgerEntry,
+    SeriesPoint,
+    series,
+    summarize,
+    summarize_by,
+)
+from broker.placements.store import PlacementStore
 from broker.usage.day_ahead import day_ahead
 from broker.usage.service import UsageStore
 
@@ -45,6 +58,43 @@ def window(start: datetime | None, end: datetime | None, *, now: datetime | None
     return start, end
 
 
+@dataclass(frozen=True, slots=True)
+class SavingsReport:
+    start: datetime
+    end: datetime
+    tenant: str | None  # None: every tenant
+    group_by: str
+    totals: Figures
+    groups: list[GroupFigures]
+
+
+@dataclass(frozen=True, slots=True)
+class PriceAge:
+    provider: str
+    price_as_of: str
+    age_days: float | None  # None: the date does not parse
+    stale: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    """Everything the dashboard draws for a window, aggregated server-side."""
+
+    start: datetime
+    end: datetime
+    tenant: str | None
+    totals: Figures
+    step: timedelta
+    series: list[SeriesPoint]
+    by: dict[str, list[GroupFigures]]  # provider, site, tenant, team
+    sites: Mapping[str, Site]  # the catalog's sites, for the site groups' map
+    latest: list[Placement]  # the newest placements of the window
+    prices: list[PriceAge]
+    forecast: Mapping[str, Any]  # the forecasting area's comparison, as it reports it
+    tenants: list[str]
+    price_stale_after_days: float = 30.0  # the age past which `prices` are stale (the banner says it)
+
+
 @dataclass
 class FinOps:
     broker: Broker
@@ -55,7 +105,7 @@ class FinOps:
 
     def savings(
         self, *, tenant: str | None, group_by: str, start: datetime | None = None, end: datetime | None = None
-    ) -> dict[str, Any]:
+    ) -> SavingsReport:
         if group_by not in GROUP_BYS:
             raise InvalidRequest(
                 f"cannot group by {group_by!r}",
@@ -64,15 +114,7 @@ class FinOps:
         lo, hi = window(start, end)
         entries, items = self._load(tenant, lo, hi)
         totals, groups = summarize(entries, items, group_by=group_by, start=lo, end=hi)
-        return {
-            "from": lo.isoformat(),
-            "to": hi.isoformat(),
-            "tenant": tenant,
-            "group_by": group_by,
-            "currency": "USD",
-            "totals": totals,
-            "groups": groups,
-        }
+        return SavingsReport(lo, hi, tenant, group_by, totals, groups)
 
     def focus(
         self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
@@ -86,9 +128,7 @@ class FinOps:
         entries, items = self._load(tenant, lo, hi)
         return focus_rows(entries, items, start=lo, end=hi)
 
-    def dashboard(
-        self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None
-    ) -> dict[str, Any]:
+    def dashboard(self, *, tenant: str | None, start: datetime | None = None, end: datetime | None = None) -> Dashboard:
         lo, hi = window(start, end)
         if hi - lo > MAX_DASHBOARD_WINDOW:
             raise InvalidRequest(
@@ -98,34 +138,24 @@ class FinOps:
         entries, items = self._load(tenant, lo, hi)
         step = timedelta(days=1) if hi - lo <= timedelta(days=120) else timedelta(days=7)
         totals, by = summarize_by(entries, items, group_bys=("provider", "site", "tenant", "team"), start=lo, end=hi)
-        cat = self.broker.catalog()
-        for row in by["site"]:
-            site = cat.sites.get(row["key"])
-            row["lat"] = site.lat if site else None
-            row["lon"] = site.lon if site else None
-            row["name"] = site.name if site else ""
         newest = sorted(entries, key=lambda e: (e.created_at, e.placement_id), reverse=True)[:LATEST]
-        return {
-            "from": lo.isoformat(),
-            "to": hi.isoformat(),
-            "tenant": tenant,
-            "currency": "USD",
-            "totals": totals,
-            "series": {
-                "step_hours": step / timedelta(hours=1),
-                "points": series(entries, start=lo, end=hi, step=step),
-            },
-            "by": by,
-            "latest": [
-                _latest(d) for d in store.latest_documents(self.broker.sessions, [e.placement_id for e in newest])
-            ],
-            "prices": self._prices(hi),
-            "price_stale_after_days": self.broker.settings.price_stale_after_days,
-            "forecast": self._forecast(tenant, lo, hi),
-            "tenants": store.tenants(self.broker.sessions),
-        }
+        return Dashboard(
+            start=lo,
+            end=hi,
+            tenant=tenant,
+            totals=totals,
+            step=step,
+            series=series(entries, start=lo, end=hi, step=step),
+            by=by,
+            sites=self.broker.catalog().sites,
+            latest=PlacementStore(self.broker.sessions).by_ids([e.placement_id for e in newest]),
+            prices=self._prices(),
+            forecast=self._forecast(tenant, lo, hi),
+            tenants=store.tenants(self.broker.sessions),
+            price_stale_after_days=self.broker.settings.price_stale_after_days,
+        )
 
-    def _prices(self, now: datetime) -> list[dict[str, Any]]:
+    def _prices(self) -> list[PriceAge]:
         cat = self.broker.catalog()
         limit = self.broker.settings.price_stale_after_days
         out = []
@@ -135,14 +165,7 @@ class FinOps:
                 age: float | None = round((datetime.now(UTC) - when) / timedelta(days=1), 1)
             except ValueError:
                 age = None
-            out.append(
-                {
-                    "provider": provider,
-                    "price_as_of": as_of,
-                    "age_days": age,
-                    "stale": age is None or age > limit,
-                }
-            )
+            out.append(PriceAge(provider, as_of, age, age is None or age > limit))
         return out
 
     def _forecast(self, tenant: str | None, start: datetime, end: datetime) -> dict[str, Any]:
@@ -172,28 +195,3 @@ class FinOps:
                 "method": ahead.method,
             },
         }
-
-
-def _latest(doc: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": doc["id"],
-        "name": doc.get("name", ""),
-        "tenant": doc.get("tenant", ""),
-        "created_at": doc.get("created_at"),
-        "status": doc.get("status"),
-        "cost_per_hour": doc.get("cost_per_hour"),
-        "baseline_cost_per_hour": (doc.get("baseline") or {}).get("cost_per_hour"),
-        "savings_pct": doc.get("savings_pct"),
-        "assignments": [
-            {
-                "workload": a["workload"],
-                "pool": a["pool"],
-                "replicas": a["replicas"],
-                "binding": list((a.get("explanation") or {}).get("binding", [])),
-                "next_best": (a.get("explanation") or {}).get("next_best"),
-                "next_best_extra_per_hour": (a.get("explanation") or {}).get("next_best_extra_per_hour"),
-                "preferred_over": (a.get("explanation") or {}).get("preferred_over"),
-            }
-            for a in doc.get("assignments", [])
-        ],
-    }

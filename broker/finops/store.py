@@ -9,8 +9,8 @@ picked up the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, exists, insert, or_, select, tuple_, update
@@ -18,7 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.finops_models import LedgerEntryRow, LedgerItemRow
-from broker.db.models import Base, PlacementRow, PoolRow
+from broker.db.models import Base, PoolRow
+from broker.db.placement_models import PlacementRow, as_utc, load_placements
 from broker.db.session import transaction
 from broker.finops.ledger import (
     LedgerEntry,
@@ -31,9 +32,7 @@ from broker.finops.ledger import (
 _CHUNK = 500
 
 
-def utc(dt: datetime) -> datetime:
-    """SQLite hands back naive datetimes for timezone-aware columns; they were stored as UTC."""
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+utc = as_utc  # naive SQLite datetimes are UTC
 
 
 def _list_prices(session: Session, pools: Iterable[str]) -> dict[str, float]:
@@ -49,27 +48,16 @@ def _list_prices(session: Session, pools: Iterable[str]) -> dict[str, float]:
 def sync(factory: sessionmaker[Session]) -> int:
     """Record placements missing from the ledger. Returns how many were added."""
     with factory() as s:
-        missing = s.execute(
-            select(
-                PlacementRow.id,
-                PlacementRow.tenant,
-                PlacementRow.name,
-                PlacementRow.created_at,
-                PlacementRow.request,
-                PlacementRow.result,
-            ).where(~exists().where(LedgerEntryRow.placement_id == PlacementRow.id))
-        ).all()
+        missing = load_placements(s, ~exists().where(LedgerEntryRow.placement_id == PlacementRow.id))
         if not missing:
             return 0
-        prices = _list_prices(s, (a["pool"] for m in missing for a in (m.result or {}).get("assignments", [])))
+        prices = _list_prices(s, (a.pool for m in missing for a in m.result.assignments))
     entries: list[LedgerEntry] = []
     items: list[LedgerItem] = []
     for m in missing:
-        entry = entry_from_placement(
-            placement_id=m.id, tenant=m.tenant, name=m.name, created_at=utc(m.created_at), result=m.result
-        )
+        entry = entry_from_placement(m)
         entries.append(entry)
-        items += items_from_placement(entry, m.result, m.request or {}, lambda p: prices.get(ondemand_counterpart(p)))
+        items += items_from_placement(entry, m, lambda p: prices.get(ondemand_counterpart(p)))
     try:
         with transaction(factory) as s:
             for i in range(0, len(entries), _CHUNK):
@@ -191,15 +179,3 @@ def load(
 def tenants(factory: sessionmaker[Session]) -> list[str]:
     with factory() as s:
         return sorted(s.scalars(select(LedgerEntryRow.tenant).distinct()))
-
-
-def latest_documents(factory: sessionmaker[Session], ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The stored result documents of a few placements (newest first), with their tenant."""
-    if not ids:
-        return []
-    with factory() as s:
-        rows = s.execute(
-            select(PlacementRow.id, PlacementRow.tenant, PlacementRow.result).where(PlacementRow.id.in_(list(ids)))
-        ).all()
-    docs = {r.id: {**(r.result or {}), "id": r.id, "tenant": r.tenant} for r in rows}
-    return [docs[i] for i in ids if i in docs]

@@ -95,6 +95,15 @@ BASELINES: dict[str, Callable[[FloatArray, int, int], FloatArray]] = {
 }
 
 
+def backtest_mae(fn: Callable[[FloatArray, int, int], FloatArray], y: FloatArray, day: int) -> float | None:
+    """Mean absolute error of a baseline forecasting the last day of `y` from the day before (None
+    without two days of history)."""
+    if len(y) <= 2 * day:
+        return None
+    err = np.abs(y[-day:] - fn(y[:-day], day, day))
+    return float(np.nanmean(err)) if np.isfinite(err).any() else None
+
+
 def with_p95(
     fn: Callable[[FloatArray, int, int], FloatArray], y: FloatArray, horizon: int, day: int
 ) -> tuple[FloatArray, FloatArray]:

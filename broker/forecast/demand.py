@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
+from broker.core.placement import ResourceSizing, SizingReport, WorkloadSizing
+
 Usage = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 Metric = Literal["cpu", "memory_gib"]
 
@@ -42,6 +44,24 @@ class ResourceSizingOut(BaseModel):
     p95_peak: float
     change_pct: float
     method: str
+    # extension (docs/forecast.md): which forecaster sized it and how it did on the recent backtests
+    forecaster: str | None = None
+    backtest_mae: float | None = None
+    regime_shift: bool = False
+
+    @classmethod
+    def from_domain(cls, r: ResourceSizing) -> ResourceSizingOut:
+        return cls(
+            declared=r.declared,
+            forecast=r.forecast,
+            p50_peak=r.p50_peak,
+            p95_peak=r.p95_peak,
+            change_pct=r.change_pct,
+            method=r.method,
+            forecaster=r.forecaster,
+            backtest_mae=r.backtest_mae,
+            regime_shift=r.regime_shift,
+        )
 
 
 class WorkloadSizingOut(BaseModel):
@@ -54,6 +74,19 @@ class WorkloadSizingOut(BaseModel):
     memory_gib: ResourceSizingOut | None = None
     warnings: list[str] = Field(default_factory=list)
 
+    @classmethod
+    def from_domain(cls, w: WorkloadSizing) -> WorkloadSizingOut:
+        return cls(
+            workload=w.workload,
+            source=w.source,
+            model_version=w.model_version,
+            horizon_hours=w.horizon_hours,
+            headroom_pct=w.headroom_pct,
+            cpu=ResourceSizingOut.from_domain(w.cpu) if w.cpu else None,
+            memory_gib=ResourceSizingOut.from_domain(w.memory_gib) if w.memory_gib else None,
+            warnings=list(w.warnings),
+        )
+
 
 class RightsizingOut(BaseModel):
     """Declared vs forecast requests, and what sizing from the forecast saves."""
@@ -63,3 +96,13 @@ class RightsizingOut(BaseModel):
     cost_per_hour: float
     savings_per_hour: float | None
     savings_pct: float | None
+
+    @classmethod
+    def from_domain(cls, r: SizingReport) -> RightsizingOut:
+        return cls(
+            workloads=[WorkloadSizingOut.from_domain(w) for w in r.workloads],
+            declared_cost_per_hour=r.declared_cost_per_hour,
+            cost_per_hour=r.cost_per_hour,
+            savings_per_hour=r.savings_per_hour,
+            savings_pct=r.savings_pct,
+        )

@@ -12,6 +12,7 @@ from broker.forecast import baselines
 from broker.forecast.features import steps_per_day
 from broker.forecast.history import FloatArray, HistoryError, Panel
 from broker.forecast.model import Forecast, ForecastModel, TrainParams, train
+from broker.forecast.select import SelectedForecaster, SelectParams, fit_selected
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,12 @@ def score(actual: FloatArray, p50: FloatArray, p95: FloatArray) -> Scores:
 @dataclass
 class Evaluation:
     horizon: int
-    scores: dict[str, Scores]  # "xgboost" and each baseline
-    forecasts: list[Forecast]
+    scores: dict[str, Scores]  # "xgboost" and each baseline (and "selected" with a selection)
+    forecasts: list[Forecast]  # the model's
     model: ForecastModel
     fallbacks: list[str] = field(default_factory=list)  # series served by a baseline
+    selected: list[Forecast] = field(default_factory=list)  # the selected forecaster's, with `select`
+    selector: SelectedForecaster | None = None
 
     def ratio(self, name: str, to: str = "seasonal_naive") -> float:
         return self.scores[name].mae / self.scores[to].mae if self.scores[to].mae else float("nan")
@@ -49,25 +52,33 @@ def evaluate(
     *,
     horizon: int = 288,
     params: TrainParams | None = None,
+    select: SelectParams | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> Evaluation:
+    """Hold out the last `horizon` points; with `select`, the selected forecaster (backtests,
+    choice, conformal band: broker.forecast.select) is fitted on the rest and scored too."""
     if horizon < 1:
         raise HistoryError("the horizon must be at least 1 step", [{"loc": ["horizon"], "msg": "< 1"}])
     history, held = panel.split(horizon)
     day = steps_per_day(panel.step_s)
     progress(f"training on {history.n_points():,} points of {len(history)} series")
-    model = train(history, horizon=horizon, params=params)
+    selector = fit_selected(history, horizon=horizon, params=params, select=select) if select else None
+    model = selector.model if selector else train(history, horizon=horizon, params=params)
     progress(f"forecasting {horizon} steps for {len(history)} series")
     forecasts = model.forecast(history, horizon)
     actual = np.concatenate([_pad(a, horizon) for a in held])
     scores = {
         "xgboost": score(actual, np.concatenate([f.p50 for f in forecasts]), np.concatenate([f.p95 for f in forecasts]))
     }
+    selected = selector.forecast(history, horizon) if selector else []
+    if selected:
+        p50, p95 = np.concatenate([f.p50 for f in selected]), np.concatenate([f.p95 for f in selected])
+        scores = {"selected": score(actual, p50, p95), **scores}
     for name, fn in baselines.BASELINES.items():
         pairs = [baselines.with_p95(fn, y, horizon, day) for y in history.values]
         scores[name] = score(actual, np.concatenate([p for p, _ in pairs]), np.concatenate([u for _, u in pairs]))
     fallbacks = [f.series_id for f in forecasts if f.method != "xgboost"]
-    return Evaluation(horizon, scores, forecasts, model, fallbacks)
+    return Evaluation(horizon, scores, forecasts, model, fallbacks, selected, selector)
 
 
 def _pad(a: FloatArray, horizon: int) -> FloatArray:

@@ -95,6 +95,11 @@ class Forecast:
     p50: FloatArray
     p95: FloatArray
     method: str  # "xgboost" or "fallback:<baseline>" (too little history, or a stale model)
+    # set by the selected forecaster (broker.forecast.select): what produced the p50, its mean
+    # absolute error on the backtests before the origin, and whether the series shifted regime
+    forecaster: str = ""
+    backtest_mae: float | None = None
+    regime_shift: bool = False
 
 
 @dataclass

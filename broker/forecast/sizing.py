@@ -25,6 +25,9 @@ class SizedResource:
     p50_peak: float  # total across replicas
     p95_peak: float  # total across replicas
     method: str  # "xgboost" | "fallback:..."
+    forecaster: str = ""  # what produced the p50 (the selected candidate or rule)
+    backtest_mae: float | None = None  # its mean absolute error on the backtests before the origin
+    regime_shift: bool = False  # the series shifted regime: a recent-level rule sized it
 
     @property
     def change_pct(self) -> float:
@@ -41,6 +44,9 @@ def size(
     headroom_pct: float,
     method: str,
     only_downsize: bool = False,
+    forecaster: str = "",
+    backtest_mae: float | None = None,
+    regime_shift: bool = False,
 ) -> SizedResource:
     p95_peak = float(np.max(p95)) if len(p95) else 0.0
     per_replica = p95_peak * (1 + headroom_pct / 100) / max(replicas, 1)
@@ -54,4 +60,7 @@ def size(
         p50_peak=round(float(np.max(p50)) if len(p50) else 0.0, 4),
         p95_peak=round(p95_peak, 4),
         method=method,
+        forecaster=forecaster or method,
+        backtest_mae=None if backtest_mae is None else round(backtest_mae, 4),
+        regime_shift=regime_shift,
     )

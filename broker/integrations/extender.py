@@ -167,7 +167,8 @@ def node_pool(node: Mapping[str, Any]) -> NodePool:
     meta = node.get("metadata") or {}
     labels: Mapping[str, str] = meta.get("labels") or {}
     name = str(meta.get("name", ""))
-    site = labels.get(f"{PREFIX}/site")
+    # an annotation: a label value cannot hold the ":" of a site id
+    site = (meta.get("annotations") or {}).get(f"{PREFIX}/site")
     if not site:
         scheme = str((node.get("spec") or {}).get("providerID", "")).partition("://")[0]
         provider = _PROVIDER_SCHEMES.get(scheme)

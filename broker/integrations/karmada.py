@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from broker.core.domain import Assignment
+
 API_VERSION = "policy.karmada.io/v1alpha1"
 
 
@@ -31,12 +33,12 @@ def dns_name(text: str) -> str:
 
 
 def cluster_weights(
-    assignments: Iterable[Mapping[str, Any]], clusters_by_site: Mapping[str, Sequence[str]]
+    assignments: Iterable[Assignment], clusters_by_site: Mapping[str, Sequence[str]]
 ) -> dict[str, dict[str, int]]:
     """workload -> member cluster -> replicas. Raises UnservedSites if a chosen site has no cluster."""
     by_site: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for a in assignments:
-        by_site[str(a["workload"])][str(a["site"])] += int(a["replicas"])
+        by_site[a.workload][a.site] += a.replicas
     missing = sorted({s for sites in by_site.values() for s in sites if not clusters_by_site.get(s)})
     if missing:
         raise UnservedSites(missing)
@@ -54,7 +56,7 @@ def cluster_weights(
 
 def propagation_policies(
     placement_id: str,
-    assignments: Iterable[Mapping[str, Any]],
+    assignments: Iterable[Assignment],
     clusters_by_site: Mapping[str, Sequence[str]],
     *,
     namespace: str,

@@ -69,7 +69,7 @@ def karmada_policies(
         for c in list_clusters(broker.sessions, tenant=tenant):
             by_site[c.site].append(c.name)
     try:
-        return propagation_policies(placement_id, placement["assignments"], by_site, namespace=namespace)
+        return propagation_policies(placement_id, placement.result.assignments, by_site, namespace=namespace)
     except UnservedSites as exc:
         raise InvalidRequest(
             str(exc), errors=[{"loc": ["query", "member"], "msg": f"no cluster for {', '.join(exc.sites)}"}]

@@ -20,6 +20,7 @@ from broker.db.service_models import JobRow
 from broker.db.session import transaction
 from broker.errors import BrokerError, NotFound
 from broker.observability import JOBS, tenant_var
+from broker.placements.documents import placement_document
 from broker.problems import error_problem, internal_problem
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ log = logging.getLogger("broker.jobs")
 KIND_PLACEMENT = "placement"
 # where each kind of job was asked for: a failed job's problem document names it as its
 # `instance`, so the document is the one that request would have been answered with
-SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements"}
+SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements", "simulation": "/v1/simulations"}
 # a job still "running" after this long was left by a runner that died; it may be claimed again
 STALE_RUNNING = timedelta(hours=1)
 
@@ -137,7 +138,13 @@ def run_job(broker: Broker, job_id: str) -> str:
     token = tenant_var.set(row.tenant)
     instance = SUBMITTED_AT.get(row.kind, f"/v1/jobs/{job_id}")
     try:
-        doc, _stored = broker.place(row.request, tenant=row.tenant)
+        if row.kind == "simulation":  # a fleet simulation (broker/jobs/simulations.py): its own row keeps its state
+            from broker.jobs.simulations import run_simulation_job
+
+            doc = run_simulation_job(broker, row.request)
+        else:
+            placement, _stored = broker.place(row.request, tenant=row.tenant)
+            doc = placement_document(placement)
     except BrokerError as exc:
         store.finish(job_id, result=None, error=error_problem(exc, instance=instance))
         return "failed"

@@ -138,13 +138,15 @@ class PlacementController:
         try:
             if limit is not None:  # check the cost before anything is stored
                 trial, _ = self.broker.place({**doc, "dry_run": True}, tenant=tenant)
-                if float(trial["cost_per_hour"]) > limit:
-                    msg = f"placement costs {trial['cost_per_hour']} USD/h, over the policy's maxCostPerHour {limit}"
+                if trial.result.cost_per_hour > limit:
+                    msg = (
+                        f"placement costs {trial.result.cost_per_hour} USD/h, over the policy's maxCostPerHour {limit}"
+                    )
                     return rc.failed_status("Failed", "OverBudget", msg, generation), ("Warning", "OverBudget", msg)
             answer, _ = self.broker.place(doc, tenant=tenant)
             phase = "Placed"
             if (obj.get("spec") or {}).get("dispatch"):
-                DispatchService(self.broker).dispatch(answer["id"], DispatchIn(), tenant=tenant)
+                DispatchService(self.broker).dispatch(str(answer.id), DispatchIn(), tenant=tenant)
                 phase = "Dispatched"
             status = rc.placed_status(answer, generation, phase=phase)
             return status, ("Normal", phase, status["message"])

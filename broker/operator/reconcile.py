@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from broker.core.placement import Placement
+
 GROUP = "placement-broker.dev"
 VERSION = "v1alpha1"
 REQUESTS = "placementrequests"
@@ -84,26 +86,24 @@ def condition(status: str, reason: str, message: str, generation: int | None) ->
     }
 
 
-def placed_status(answer: Mapping[str, Any], generation: int | None, *, phase: str = "Placed") -> dict[str, Any]:
+def placed_status(answer: Placement, generation: int | None, *, phase: str = "Placed") -> dict[str, Any]:
     """The status of an answered request: its cost, bound and gap, and a summary of where it runs."""
+    r = answer.result
     sites: dict[str, set[str]] = {}
     replicas: dict[str, int] = {}
-    for a in answer.get("assignments") or []:
-        sites.setdefault(a["workload"], set()).add(a["site"])
-        replicas[a["workload"]] = replicas.get(a["workload"], 0) + int(a["replicas"])
-    pools = [
-        {"pool": n["pool"], "count": int(n["count"]), "costPerHour": float(n["cost_per_hour"])}
-        for n in answer.get("nodes") or []
-    ]
-    message = f"{answer.get('status')}: {answer.get('cost_per_hour')} USD/h, gap {answer.get('gap_pct')} %"
+    for a in r.assignments:
+        sites.setdefault(a.workload, set()).add(a.site)
+        replicas[a.workload] = replicas.get(a.workload, 0) + a.replicas
+    pools = [{"pool": n.pool, "count": n.count, "costPerHour": n.cost_per_hour} for n in r.nodes]
+    message = f"{r.status}: {r.cost_per_hour} USD/h, gap {r.gap_pct} %"
     return {
         "phase": phase,
         "observedGeneration": generation,
-        "placementId": answer.get("id", ""),
-        "costPerHour": answer.get("cost_per_hour"),
-        "lowerBoundPerHour": answer.get("lower_bound_per_hour"),
-        "gapPct": answer.get("gap_pct"),
-        "solverStatus": answer.get("status", ""),
+        "placementId": answer.id or "",
+        "costPerHour": r.cost_per_hour,
+        "lowerBoundPerHour": r.lower_bound_per_hour,
+        "gapPct": r.gap_pct,
+        "solverStatus": r.status,
         "nodes": sum(p["count"] for p in pools),
         "pools": pools,
         "workloads": [{"name": w, "sites": sorted(s), "replicas": replicas[w]} for w, s in sorted(sites.items())],

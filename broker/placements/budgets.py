@@ -15,6 +15,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.core.domain import HOURS_PER_MONTH
+from broker.core.placement import BudgetFigure
 from broker.db.service_models import BudgetRow, CommitmentRow
 from broker.db.session import transaction
 from broker.errors import InvalidRequest, NotFound, OverBudget
@@ -60,7 +61,7 @@ class Budgets:
 
     def check(
         self, s: Session, *, tenant: str, req: PlacementRequestIn, cost_per_hour: float
-    ) -> list[dict[str, Any]] | None:
+    ) -> tuple[BudgetFigure, ...] | None:
         """Budget figures for this placement (None without budgets); OverBudget when one is exceeded.
 
         Locks the budget rows (SELECT ... FOR UPDATE where the database has it) so two
@@ -85,7 +86,7 @@ class Budgets:
                 budget=f,
                 budgets=figures,
             )
-        return figures or None
+        return tuple(BudgetFigure(**f) for f in figures) or None
 
     def commit(
         self,

@@ -13,16 +13,19 @@ from pydantic import Strict as StrictType
 
 from broker.core.domain import (
     Arch,
+    Assignment,
     CapacityType,
     Dependency,
+    Explanation,
+    NodeAllocation,
     Objective,
     PlacementRequest,
-    PlacementResult,
     StorageTier,
     UserRegion,
     Workload,
 )
 from broker.core.latency import validate_geo
+from broker.core.placement import BudgetFigure, Placement, PriceSnapshot
 from broker.core.residency import resolve_policy
 from broker.forecast.demand import DemandIn, RightsizingOut
 
@@ -217,6 +220,17 @@ class ExplanationOut(BaseModel):
     cost_breakdown: dict[str, float] = Field(default_factory=dict)
     preferred_over: PreferredOverOut | None = None
 
+    @classmethod
+    def from_domain(cls, e: Explanation) -> ExplanationOut:
+        return cls(
+            cost_per_hour=e.cost_per_hour,
+            binding=list(e.binding),
+            next_best=e.next_best,
+            next_best_extra_per_hour=e.next_best_extra_per_hour,
+            cost_breakdown=dict(e.cost_breakdown),
+            preferred_over=None if e.preferred_over is None else PreferredOverOut(**dict(e.preferred_over)),
+        )
+
 
 class AssignmentOut(BaseModel):
     workload: str
@@ -228,16 +242,83 @@ class AssignmentOut(BaseModel):
     # per SLO of the workload: its bound minus the RTT from this site (ms, in latency_quantile)
     latency_slo_margin_ms: dict[str, float] = Field(default_factory=dict)
 
+    @classmethod
+    def from_domain(cls, a: Assignment) -> AssignmentOut:
+        return cls(
+            workload=a.workload,
+            pool=a.pool,
+            site=a.site,
+            replicas=a.replicas,
+            latency_ms=dict(a.latency_ms),
+            explanation=ExplanationOut.from_domain(a.explanation),
+            latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
+        )
+
 
 class NodeOut(BaseModel):
     pool: str
     count: int
     cost_per_hour: float
 
+    @classmethod
+    def from_domain(cls, n: NodeAllocation) -> NodeOut:
+        return cls(pool=n.pool, count=n.count, cost_per_hour=n.cost_per_hour)
+
 
 class BaselineOut(BaseModel):
     policy: str
     cost_per_hour: float | None
+
+
+class PoolPriceOut(BaseModel):
+    price_per_hour: float
+    price_source: str
+    price_as_of: str
+
+
+class PriceSnapshotOut(BaseModel):
+    """The catalog version and each used pool's price, source and date; stale_pools older than the limit."""
+
+    catalog_version: str
+    pools: dict[str, PoolPriceOut]
+    stale_after_days: float
+    stale_pools: list[str]
+
+    @classmethod
+    def from_domain(cls, p: PriceSnapshot) -> PriceSnapshotOut:
+        return cls(
+            catalog_version=p.catalog_version,
+            pools={
+                pid: PoolPriceOut(price_per_hour=x.price_per_hour, price_source=x.source, price_as_of=x.as_of)
+                for pid, x in p.pools.items()
+            },
+            stale_after_days=p.stale_after_days,
+            stale_pools=p.stale_pools,
+        )
+
+
+class BudgetOut(BaseModel):
+    """One budget this placement counts against: USD per month, as it stood when it was placed."""
+
+    team: str | None
+    monthly_usd: float
+    used: float
+    this_placement: float
+    projected: float
+    remaining: float
+    over: bool
+
+    @classmethod
+    def from_domain(cls, b: BudgetFigure) -> BudgetOut:
+        return cls(
+            team=b.team,
+            monthly_usd=b.monthly_usd,
+            used=b.used,
+            this_placement=b.this_placement,
+            projected=b.projected,
+            remaining=b.remaining,
+            over=b.over,
+        )
 
 
 class PlacementOut(BaseModel):
@@ -261,54 +342,41 @@ class PlacementOut(BaseModel):
     rejected: dict[str, dict[str, int]] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     price_as_of: dict[str, str] = Field(default_factory=dict)
-    # catalog version and each used pool's price, source and date; stale_pools older than the limit
-    price_snapshot: dict[str, Any] | None = None
+    price_snapshot: PriceSnapshotOut | None = None
     rightsizing: RightsizingOut | None = None
-    budget: list[dict[str, Any]] | None = None  # the tenant's budgets this placement counts against
+    budget: list[BudgetOut] | None = None  # the tenant's budgets this placement counts against
+
+    @classmethod
+    def from_domain(cls, p: Placement) -> PlacementOut:
+        """The response document of the contract for a placement (stored or a dry run)."""
+        r = p.result
+        return cls(
+            id=p.id,
+            name=p.name,
+            created_at=p.created_at.isoformat() if p.created_at else None,
+            status=r.status,
+            objective_value=r.objective_value,
+            cost_per_hour=r.cost_per_hour,
+            cost_per_month=p.cost_per_month,
+            lower_bound_per_hour=r.lower_bound_per_hour,
+            gap_pct=r.gap_pct,
+            baseline=BaselineOut(policy=r.baseline.policy, cost_per_hour=r.baseline.cost_per_hour),
+            savings_pct=r.savings_pct,
+            solve_ms=r.solve_ms,
+            nodes=[NodeOut.from_domain(n) for n in r.nodes],
+            assignments=[AssignmentOut.from_domain(a) for a in r.assignments],
+            egress_cost_per_hour=r.egress_cost_per_hour,
+            storage_cost_per_hour=r.storage_cost_per_hour,
+            latency_quantile=p.latency_quantile,
+            rejected={k: dict(v) for k, v in r.rejected.items()},
+            warnings=list(r.warnings),
+            price_as_of=dict(p.price_as_of),
+            price_snapshot=PriceSnapshotOut.from_domain(p.prices) if p.prices else None,
+            rightsizing=RightsizingOut.from_domain(p.rightsizing) if p.rightsizing else None,
+            budget=[BudgetOut.from_domain(b) for b in p.budget] if p.budget is not None else None,
+        )
 
 
-def result_to_document(
-    result: PlacementResult, *, name: str, horizon_hours: float = 730.0, latency_quantile: str = "p50"
-) -> dict[str, Any]:
-    """The response document of the contract for a solver result."""
-    return PlacementOut(
-        name=name,
-        status=result.status,
-        objective_value=result.objective_value,
-        cost_per_hour=result.cost_per_hour,
-        cost_per_month=round(result.cost_per_hour * 730.0, 2),
-        lower_bound_per_hour=result.lower_bound_per_hour,
-        gap_pct=result.gap_pct,
-        baseline=BaselineOut(policy=result.baseline.policy, cost_per_hour=result.baseline.cost_per_hour),
-        savings_pct=result.savings_pct,
-        solve_ms=result.solve_ms,
-        nodes=[NodeOut(pool=n.pool, count=n.count, cost_per_hour=n.cost_per_hour) for n in result.nodes],
-        assignments=[
-            AssignmentOut(
-                workload=a.workload,
-                pool=a.pool,
-                site=a.site,
-                replicas=a.replicas,
-                latency_ms=dict(a.latency_ms),
-                latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
-                explanation=ExplanationOut(
-                    cost_per_hour=a.explanation.cost_per_hour,
-                    binding=list(a.explanation.binding),
-                    next_best=a.explanation.next_best,
-                    next_best_extra_per_hour=a.explanation.next_best_extra_per_hour,
-                    cost_breakdown=dict(a.explanation.cost_breakdown),
-                    preferred_over=(
-                        None
-                        if a.explanation.preferred_over is None
-                        else PreferredOverOut(**dict(a.explanation.preferred_over))
-                    ),
-                ),
-            )
-            for a in result.assignments
-        ],
-        egress_cost_per_hour=result.egress_cost_per_hour,
-        storage_cost_per_hour=result.storage_cost_per_hour,
-        latency_quantile=latency_quantile,
-        rejected={k: dict(v) for k, v in result.rejected.items()},
-        warnings=list(result.warnings),
-    ).model_dump(mode="json")
+def placement_document(p: Placement) -> dict[str, Any]:
+    """The response document as JSON data, for the CLI and job results (the API serialises PlacementOut)."""
+    return PlacementOut.from_domain(p).model_dump(mode="json")

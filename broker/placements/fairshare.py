@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.core.domain import NodeAllocation
 from broker.core.pooltable import PoolTable
 from broker.db.service_models import CommitmentRow
 
@@ -62,12 +63,11 @@ def capped_table(
     return dataclasses.replace(table, max_nodes=max_nodes)
 
 
-def scarce_nodes(table: PoolTable, nodes: list[dict[str, object]]) -> dict[str, int]:
-    """The private/edge part of a placement's `nodes`: pool id -> count."""
+def scarce_nodes(table: PoolTable, nodes: Iterable[NodeAllocation]) -> dict[str, int]:
+    """The private/edge part of a placement's nodes: pool id -> count."""
     out: dict[str, int] = {}
     for n in nodes:
-        pool = str(n["pool"])
-        p = table.pool_index.get(pool)
+        p = table.pool_index.get(n.pool)
         if p is not None and math.isfinite(float(table.max_nodes[p])):
-            out[pool] = out.get(pool, 0) + int(str(n["count"]))
+            out[n.pool] = out.get(n.pool, 0) + n.count
     return out

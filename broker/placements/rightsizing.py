@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from broker.core.placement import ResourceSizing, SizingReport, WorkloadSizing
 from broker.errors import BrokerError, InvalidRequest
-from broker.forecast.demand import ResourceSizingOut, RightsizingOut, WorkloadSizingOut
 from broker.forecast.history import HistoryError, Panel, regularize
 from broker.forecast.sizing import SizedResource, size
 from broker.placements.documents import PlacementRequestIn
-from broker.solver import PlacementProblem, solve
+from broker.solver import PlacementProblem, SolverOptions, solve
 from broker.usage.service import UsageStore
 
 METRICS = ("cpu", "memory_gib")
@@ -28,25 +28,33 @@ METRICS = ("cpu", "memory_gib")
 
 @dataclass
 class Rightsizing:
-    workloads: list[WorkloadSizingOut]
+    workloads: list[WorkloadSizing]
     declared: PlacementRequestIn
 
-    def section(self, problem: PlacementProblem, result_cost: float, time_limit_s: float) -> dict[str, Any]:
+    def section(
+        self,
+        problem: PlacementProblem,
+        result_cost: float,
+        time_limit_s: float,
+        *,
+        options: SolverOptions | None = None,
+    ) -> SizingReport:
         declared_cost: float | None
         try:
-            declared = solve(dataclasses.replace(problem, request=self.declared.to_domain()), time_limit_s=time_limit_s)
+            declared_problem = dataclasses.replace(problem, request=self.declared.to_domain())
+            declared = solve(declared_problem, time_limit_s=time_limit_s, options=options)
             declared_cost = declared.cost_per_hour if declared.status != "infeasible" else None
         except BrokerError:  # the declared request may not fit anywhere; the sized one did
             declared_cost = None
         saving = None if declared_cost is None else round(declared_cost - result_cost, 6)
         pct = round(saving / declared_cost * 100, 2) if saving is not None and declared_cost else None
-        return RightsizingOut(
-            workloads=self.workloads,
+        return SizingReport(
+            workloads=tuple(self.workloads),
             declared_cost_per_hour=declared_cost,
             cost_per_hour=result_cost,
             savings_per_hour=saving,
             savings_pct=pct,
-        ).model_dump(mode="json")
+        )
 
 
 def _inline_panel(name: str, values: list[float], step_s: int) -> Panel:
@@ -56,14 +64,17 @@ def _inline_panel(name: str, values: list[float], step_s: int) -> Panel:
     return regularize(frame, step_s=step_s)
 
 
-def _out(r: SizedResource) -> ResourceSizingOut:
-    return ResourceSizingOut(
+def _out(r: SizedResource) -> ResourceSizing:
+    return ResourceSizing(
         declared=r.declared,
         forecast=r.forecast,
         p50_peak=r.p50_peak,
         p95_peak=r.p95_peak,
         change_pct=round(r.change_pct, 2),
         method=r.method,
+        forecaster=r.forecaster or None,
+        backtest_mae=r.backtest_mae,
+        regime_shift=r.regime_shift,
     )
 
 
@@ -82,13 +93,9 @@ def apply_demand(
             sized_workloads.append(w)
             continue
         horizon = max(1, round(demand.horizon_hours * 3600 / demand.step_seconds))
-        report = WorkloadSizingOut(
-            workload=w.name,
-            source=f"series:{demand.series}" if demand.series else "inline",
-            model_version=None,
-            horizon_hours=demand.horizon_hours,
-            headroom_pct=demand.headroom_pct,
-        )
+        sized_by_metric: dict[str, ResourceSizing] = {}
+        model_version: int | None = None
+        warnings: list[str] = []
         update: dict[str, float] = {}
         for metric in METRICS:
             try:
@@ -115,18 +122,32 @@ def apply_demand(
                 headroom_pct=demand.headroom_pct,
                 method=f.method,
                 only_downsize=demand.only_downsize,
+                forecaster=f.forecaster,
+                backtest_mae=f.backtest_mae,
+                regime_shift=f.regime_shift,
             )
-            setattr(report, metric, _out(sized))
-            report.model_version = version if f.method == "xgboost" else report.model_version
+            sized_by_metric[metric] = _out(sized)
+            model_version = version if f.method == "xgboost" else model_version
             if f.method != "xgboost":
-                report.warnings.append(f"{metric}: {f.method} (no trained model or too little history)")
+                warnings.append(f"{metric}: {f.method} (no trained model or too little history)")
             update[metric] = sized.forecast
         if demand.series is not None and not update:
             errors.append(
                 {"loc": ["body", "workloads", i, "demand", "series"], "msg": f"no usage stored for {demand.series!r}"}
             )
         sized_workloads.append(w.model_copy(update=update))
-        reports.append(report)
+        reports.append(
+            WorkloadSizing(
+                workload=w.name,
+                source=f"series:{demand.series}" if demand.series else "inline",
+                model_version=model_version,
+                horizon_hours=demand.horizon_hours,
+                headroom_pct=demand.headroom_pct,
+                cpu=sized_by_metric.get("cpu"),
+                memory_gib=sized_by_metric.get("memory_gib"),
+                warnings=tuple(warnings),
+            )
+        )
     if errors:
         raise InvalidRequest("demand history cannot size the workloads", errors=errors)
     return req.model_copy(update={"workloads": sized_workloads}), Rightsizing(reports, req)

@@ -1,9 +1,11 @@
-"""The placement solver: pure functions over domain objects, no I/O."""
+"""The placement solver: pure functions over domain objects, no I/O, nothing done at import.
 
-from broker.solver.heap import bound_the_heap
+`solve(problem, options=SolverOptions())` is the entry point (solve.py); docs/solver.md is the
+guide to the pipeline and its modules.
+"""
+
+from broker.solver.options import ShareBoundOptions, SolverOptions
 from broker.solver.problem import PlacementProblem
 from broker.solver.solve import solve
 
-bound_the_heap()  # a process that solves keeps no freed arrays resident (heap.py)
-
-__all__ = ["PlacementProblem", "solve"]
+__all__ = ["PlacementProblem", "ShareBoundOptions", "SolverOptions", "solve"]

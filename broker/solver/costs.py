@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from broker.core.pooltable import FloatArray
-from broker.solver.baseline import Placement
-from broker.solver.classes import WorkloadData
+from broker.solver.prepare.classes import WorkloadData
 from broker.solver.problem import GIB_IN_GB, PlacementProblem
+from broker.solver.types import Placement
 
 
 def placement_nodes(

@@ -17,6 +17,7 @@ import numpy as np
 
 from broker.core.domain import Objective, PlacementResult
 from broker.errors import Infeasible
+from broker.solver.options import SolverOptions
 from broker.solver.problem import PlacementProblem
 from broker.solver.solve import solve
 
@@ -65,8 +66,11 @@ def _front(points: list[ParetoPoint], axis: str) -> list[ParetoPoint]:
     return sorted(out, key=lambda p: p.cost_per_hour)
 
 
-def pareto_fronts(problem: PlacementProblem, *, time_limit_s: float, seed: int = 0) -> dict[str, list[ParetoPoint]]:
-    """{"cost_latency": [...], "cost_carbon": [...]}, each sorted by cost (cheapest first)."""
+def pareto_fronts(
+    problem: PlacementProblem, *, time_limit_s: float, seed: int = 0, options: SolverOptions | None = None
+) -> dict[str, list[ParetoPoint]]:
+    """{"cost_latency": [...], "cost_carbon": [...]}, each sorted by cost (cheapest first);
+    every point solved with `options`."""
     sweeps = {
         "cost_latency": ("latency_ms", [Objective(1.0, w, 0.0) for w in LATENCY_WEIGHTS]),
         "cost_carbon": ("carbon_kg_per_hour", [Objective(1.0, 0.0, w) for w in CARBON_WEIGHTS]),
@@ -79,11 +83,11 @@ def pareto_fronts(problem: PlacementProblem, *, time_limit_s: float, seed: int =
         for obj in objectives:
             req = dataclasses.replace(problem.request, objective=obj)
             sub = dataclasses.replace(problem, request=req)
-            res = solve(sub, time_limit_s=per_solve, seed=seed)
+            res = solve(sub, time_limit_s=per_solve, seed=seed, options=options)
             points.append(_point(problem, obj, res))
         front = _front(points, axis)
         if len(front) < MIN_POINTS:
-            front = _front(points + _fill(problem, axis, front[0], per_solve, seed), axis)
+            front = _front(points + _fill(problem, axis, front[0], per_solve, seed, options), axis)
         out[name] = front
     return out
 
@@ -111,7 +115,9 @@ def _site_scores(problem: PlacementProblem, axis: str) -> np.ndarray:
     return np.array([s.carbon_g_per_kwh or 0.0 for s in t.sites])
 
 
-def _fill(problem: PlacementProblem, axis: str, start: ParetoPoint, per_solve: float, seed: int) -> list[ParetoPoint]:
+def _fill(
+    problem: PlacementProblem, axis: str, start: ParetoPoint, per_solve: float, seed: int, options: SolverOptions | None
+) -> list[ParetoPoint]:
     """Points further along `axis`: close the worst-scoring site the last point uses, re-solve."""
     t = problem.table
     score = _site_scores(problem, axis)
@@ -127,7 +133,7 @@ def _fill(problem: PlacementProblem, axis: str, start: ParetoPoint, per_solve: f
         closed |= score >= worst
         table = dataclasses.replace(t, max_nodes=np.where(closed[t.site_idx], 0.0, t.max_nodes))
         try:
-            res = solve(dataclasses.replace(problem, table=table), time_limit_s=per_solve, seed=seed)
+            res = solve(dataclasses.replace(problem, table=table), time_limit_s=per_solve, seed=seed, options=options)
         except Infeasible:
             break
         last = _point(problem, start.weights, res)

@@ -1,49 +1,91 @@
-"""solve(problem) -> PlacementResult: filters, classes, model, proof, baselines, explanation."""
+"""solve(problem) -> PlacementResult, the solver's pipeline from request to answer.
+
+validate -> prepare (filters, candidates: prepare/) -> search input (classes, model input, the
+baselines' placements as starts) -> search (search/, or search/split.py for enterprise-sized
+requests) -> answer (replicas dealt back to workloads, costs, bound, explanations: answer/).
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from broker.core.domain import Baseline, NodeAllocation, PlacementResult
-from broker.core.pooltable import FloatArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.errors import Infeasible, InvalidRequest
-from broker.solver.baseline import Placement, PoolArrays, greedy_cheapest_fit, kubernetes_filter_score, unshared_nodes
-from broker.solver.classes import WorkloadData, build_classes
+from broker.solver.answer.disaggregate import disaggregate
+from broker.solver.answer.explain import explain_assignments
+from broker.solver.baselines.greedy import greedy_cheapest_fit, unshared_nodes
+from broker.solver.baselines.kubernetes import kubernetes_filter_score
+from broker.solver.baselines.pools import PoolArrays
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost
-from broker.solver.disaggregate import disaggregate
-from broker.solver.explain import explain_assignments
-from broker.solver.filters import NamedMask, minimal_conflict
-from broker.solver.model import ModelInput
-from broker.solver.prepare import prepare
+from broker.solver.model.layout import ModelInput
+from broker.solver.options import SolverOptions
+from broker.solver.prepare.candidates import Prepared, prepare
+from broker.solver.prepare.classes import WorkloadClass, WorkloadData, build_classes
+from broker.solver.prepare.filters import NamedMask, minimal_conflict
 from broker.solver.problem import PlacementProblem
-from broker.solver.search import ClassPlacement, search
-from broker.solver.split import applies, search_in_groups
-
-EXPLAIN_S_PER_WORKLOAD = 3.0e-4
-AFTER_SEARCH_S = 0.3
-# the Kubernetes-style start: 0.4 s at 3,000 workloads (its columns start the LP 4 % lower), 5.7 s
-# at 20,000, where it is cheaper than what the search finds in 120 s on its own
-K8S_START_MAX_WORKLOADS = 50_000
+from broker.solver.search import SearchResult, search
+from broker.solver.search.split import applies, search_in_groups
+from broker.solver.types import ClassPlacement, Placement
 
 
-def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed: int = 0) -> PlacementResult:
+@dataclass
+class SearchInput:
+    """What the search reads, built from a prepared request: the workloads merged into classes,
+    the model's input, and the start placements (the baselines' answers, by class)."""
+
+    classes: list[WorkloadClass]
+    class_of: IntArray  # per workload: its class
+    mi: ModelInput
+    starts: list[ClassPlacement]
+    baseline: Placement | None  # the greedy baseline's placement (its cost is reported)
+    usable_now: list[tuple[int, int, int]]  # running replicas on pools still offered: (workload, pool, replicas)
+    current_total: float  # replicas running now, including those whose pool is gone
+
+
+def solve(
+    problem: PlacementProblem,
+    *,
+    time_limit_s: float | None = None,
+    seed: int = 0,
+    options: SolverOptions | None = None,
+) -> PlacementResult:
+    """The cheapest placement of `problem` found within the time limit (the request's unless
+    given), with a lower bound for the whole catalog. `options`: the solver's knobs and where
+    big MIPs run (default: SolverOptions(), every MIP in this process)."""
     started = time.perf_counter()
-    req = problem.request
-    limit = time_limit_s if time_limit_s is not None else req.time_limit_s
+    opts = options if options is not None else SolverOptions()
+    limit = time_limit_s if time_limit_s is not None else problem.request.time_limit_s
     _validate(problem)
-    t = problem.table
-    obj = req.objective
     prep = prepare(problem)
-    workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
     if prep.conflicts:
         raise Infeasible(
             "no placement satisfies every hard constraint",
             conflicts=list(dict.fromkeys(prep.conflicts)),
         )
+    si = search_input(problem, prep, opts)
+    # what comes after the search (dealing replicas back, costs, explanations) is part of the
+    # request's time too
+    after = opts.after_search_s + opts.explain_s_per_workload * len(prep.workloads)
+    remaining = max(0.1, limit - (time.perf_counter() - started) - after)
+    run = search_in_groups if applies(si.mi, opts) else search
+    found = run(si.mi, starts=si.starts, time_limit_s=remaining, seed=seed, options=opts)
+    if found is None:
+        raise Infeasible(
+            "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
+            conflicts=_capacity_conflicts(problem, prep.workloads, prep.masks_by_w),
+        )
+    return _answer(problem, prep, si, found, started)
 
+
+def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions) -> SearchInput:
+    """Classes, the model's input and the start placements of a prepared request."""
+    req, t, obj = problem.request, problem.table, problem.request.objective
+    workloads = prep.workloads
     name_index = {w.name: i for i, w in enumerate(req.workloads)}
     current = _current(problem, workloads, name_index)
     classes, _of = build_classes(
@@ -58,7 +100,7 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     usable_now = [(k, p, r) for k, p, r in current if p >= 0 and p in set(workloads[k].cand.tolist())]
     mi = ModelInput(
         classes=classes,
-        node_cost=node_cost,
+        node_cost=prep.node_cost,
         price=t.price,
         vcpus=t.vcpus,
         mem=t.memory_gib,
@@ -79,26 +121,28 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
         current_total=current_total,
         max_moves=req.max_moves,
     )
-    arrays = PoolArrays(node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
+    arrays = PoolArrays(prep.node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
     starts: list[ClassPlacement] = []
     if baseline:
         starts.append(_to_classes(baseline, _of))
-    if len(workloads) <= K8S_START_MAX_WORKLOADS:
+    if len(workloads) <= opts.k8s_start_max_workloads:
         # the scheduler-style answer shares nodes: a strong start when the LP cannot finish in time
         k8s = kubernetes_filter_score(workloads, arrays)
         if k8s is not None:
             starts.append(_to_classes(k8s[0], _of))
-    # what comes after the search (dealing replicas back, costs, explanations) is part of the
-    # request's time too: ~0.17 ms per workload measured at 3,000 workloads, and a fixed part
-    after = AFTER_SEARCH_S + EXPLAIN_S_PER_WORKLOAD * len(workloads)
-    remaining = max(0.1, limit - (time.perf_counter() - started) - after)
-    found = (search_in_groups if applies(mi) else search)(mi, starts=starts, time_limit_s=remaining, seed=seed)
-    if found is None:
-        raise Infeasible(
-            "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
-            conflicts=_capacity_conflicts(problem, workloads, masks_by_w),
-        )
+    return SearchInput(classes, _of, mi, starts, baseline, usable_now, current_total)
+
+
+def _answer(
+    problem: PlacementProblem, prep: Prepared, si: SearchInput, found: SearchResult, started: float
+) -> PlacementResult:
+    """The class placement dealt back to the workloads, its costs, its bound and explanations."""
+    req, t, obj = problem.request, problem.table, problem.request.objective
+    workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
+    name_index = {w.name: i for i, w in enumerate(req.workloads)}
+    classes, mi, baseline = si.classes, si.mi, si.baseline
+    usable_now, current_total = si.usable_now, si.current_total
     site_of = t.site_idx.tolist()
     cap_of = t.cap_idx.tolist()
     x = disaggregate(classes, workloads, found.x, site_of=site_of, cap_of=cap_of)
@@ -129,7 +173,7 @@ def solve(problem: PlacementProblem, *, time_limit_s: float | None = None, seed:
     cost_only = obj.cost > 0 and obj.latency == 0 and obj.carbon == 0
     lower_per_hour = lower / obj.cost if cost_only else lower
     warnings: list[str] = []
-    if current:
+    if current_total:  # something runs now: say how much of it moves
         warnings.append(f"moves: {int(current_total - still)} of {int(current_total)} running replicas change pool")
     if not found.proven:
         warnings.append(

@@ -23,6 +23,7 @@ from broker.forecast.history import HistoryError, Panel, parse_long_frame, regul
 
 if TYPE_CHECKING:  # XGBoost loads only when a model is trained or used, not on every start
     from broker.forecast.model import Forecast, ForecastModel, TrainParams
+    from broker.forecast.select import SelectedForecaster
 
 STEP_S = 300
 
@@ -209,24 +210,33 @@ class UsageStore:
         tenant: str = "default",
         progress: Callable[[str], None] = lambda _m: None,
     ) -> dict[str, Any]:
-        """Evaluate on a hold-out of the last `horizon` points, then train on everything and store."""
+        """Evaluate on a hold-out of the last `horizon` points, then select, calibrate and train on
+        everything (broker.forecast.select) and store the model with its selection."""
         panel = self.history(self.all_series(metric, tenant=tenant), metric, tenant=tenant)
         if panel is None:
             raise NotFound(f"no usage stored for metric {metric!r}")
         from broker.forecast.evaluate import evaluate
-        from broker.forecast.model import train
+        from broker.forecast.select import SelectParams, fit_selected
 
         try:
-            ev = evaluate(panel, horizon=horizon, params=params, progress=progress)
-            progress("training the final model on all history")
-            model = train(panel, horizon=horizon, params=params)
+            ev = evaluate(panel, horizon=horizon, params=params, select=SelectParams(), progress=progress)
+            progress("backtesting, selecting and training the final model on all history")
+            fitted = fit_selected(panel, horizon=horizon, params=params)
         except HistoryError as exc:
             raise invalid(exc) from exc
         metrics = {name: vars(sc) for name, sc in ev.scores.items()}
-        return self.save_model(model, metric=metric, n_series=len(panel), metrics=metrics)
+        return self.save_model(
+            fitted.model, metric=metric, n_series=len(panel), metrics=metrics, selection=fitted.describe()
+        )
 
     def save_model(
-        self, model: ForecastModel, *, metric: str, n_series: int, metrics: dict[str, Any]
+        self,
+        model: ForecastModel,
+        *,
+        metric: str,
+        n_series: int,
+        metrics: dict[str, Any],
+        selection: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         with transaction(self.sessions) as s:
             row = ForecastModelRow(
@@ -235,7 +245,7 @@ class UsageStore:
                 step_s=model.step_s,
                 n_series=n_series,
                 train_rows=model.train_rows,
-                description=model.describe(),
+                description={**model.describe(), **({"selection": selection} if selection else {})},
                 metrics=metrics,
                 booster=model.to_bytes(),
             )
@@ -249,7 +259,15 @@ class UsageStore:
             return [_model_summary(r) for r in rows]
 
     def latest_model(self, metric: str) -> tuple[int, ForecastModel] | None:
+        found = self.latest_selected(metric)
+        return (found[0], found[1].model) if found else None
+
+    def latest_selected(self, metric: str) -> tuple[int, SelectedForecaster] | None:
+        """The newest model of the metric with the selection stored beside it (none for models
+        stored before selection existed: they serve as the model alone, docs/forecast.md)."""
         import json
+
+        from broker.forecast.select import SelectedForecaster
 
         with self.sessions() as s:
             row = s.scalars(
@@ -260,15 +278,17 @@ class UsageStore:
             ).first()
             if row is None:
                 return None
-            return row.version, _load_model(row.version, bytes(row.booster), json.dumps(row.description))
+            model = _load_model(row.version, bytes(row.booster), json.dumps(row.description))
+            return row.version, SelectedForecaster.from_description(model, row.description.get("selection"))
 
     def forecast(self, panel: Panel, *, metric: str, horizon: int) -> tuple[int | None, list[Forecast]]:
-        """Forecasts from the newest model of the metric; without one, the documented baseline."""
-        found = self.latest_model(metric)
-        if found is None or found[1].step_s != panel.step_s:
+        """Forecasts of the selected forecaster of the newest model of the metric; without a model,
+        the documented baseline."""
+        found = self.latest_selected(metric)
+        if found is None or found[1].model.step_s != panel.step_s:
             return None, [_fallback(panel, i, horizon) for i in range(len(panel))]
-        version, model = found
-        return version, model.forecast(panel, horizon)
+        version, selected = found
+        return version, selected.forecast(panel, horizon)
 
 
 def _fallback(panel: Panel, i: int, horizon: int) -> Forecast:
@@ -284,7 +304,8 @@ def _fallback(panel: Panel, i: int, horizon: int) -> Forecast:
     recent = y[-day:]
     if np.isfinite(recent).any():
         p95 = np.maximum(p95, float(np.nanmax(recent)))
-    return Forecast(panel.ids[i], p50, p95, "fallback:weekly_median")
+    mae = baselines.backtest_mae(baselines.weekly_median, y, day)
+    return Forecast(panel.ids[i], p50, p95, "fallback:weekly_median", "weekly_median", mae)
 
 
 def _by_metric(raw: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

@@ -125,3 +125,15 @@ def db_url(db_backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> I
 
 def is_postgres(url: Any) -> bool:
     return str(url).startswith("postgresql")
+
+
+@pytest.fixture()
+def server_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The operator's path roots and the data dir inside the test's tmp dir, as a deployment sets them.
+
+    Tests that register kubeconfig files or GitOps work trees under tmp_path use it
+    (`pytest.mark.usefixtures("server_roots")`): paths outside BROKER_SERVER_PATH_ROOTS are refused.
+    """
+    monkeypatch.setenv("BROKER_SERVER_PATH_ROOTS", f'["{tmp_path}"]')
+    monkeypatch.setenv("BROKER_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path

@@ -12,17 +12,24 @@ import yaml
 from broker.app import Broker
 from broker.dispatch.clusters import add_cluster
 from broker.dispatch.documents import ClusterIn
+from broker.dispatch.policy import TargetPolicy
+from broker.placements.documents import placement_document
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def store_checkout(broker: Broker) -> dict[str, Any]:
-    """The contract's example (GDPR API + database over two sites), stored."""
+    """The contract's example (GDPR API + database over two sites), stored; its response document."""
     doc = yaml.safe_load((EXAMPLES / "checkout.yaml").read_text())
     doc["dry_run"] = False
-    out, stored = broker.place(doc)
+    placement, stored = broker.place(doc)
     assert stored
-    return out
+    return placement_document(placement)
+
+
+def stored_document(broker: Broker, placement_id: str) -> dict[str, Any]:
+    """GET /v1/placements/{id}'s document of a stored placement."""
+    return placement_document(broker.get_placement(placement_id))
 
 
 def git(repo: Path, *args: str) -> str:
@@ -35,6 +42,17 @@ def new_repo(path: Path) -> Path:
     return path
 
 
+def new_remote(path: Path) -> Path:
+    """An empty bare repository whose default branch is main (what a tenant's Git host offers)."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "--bare", "-b", "main")
+    return path
+
+
+def policy(broker: Broker) -> TargetPolicy:
+    return TargetPolicy.from_settings(broker.settings)
+
+
 def gitops_clusters(broker: Broker, repo: Path, sites: set[str], namespace: str = "shop") -> dict[str, str]:
     """One GitOps cluster per site; returns site -> cluster name."""
     names = {}
@@ -44,6 +62,8 @@ def gitops_clusters(broker: Broker, repo: Path, sites: set[str], namespace: str 
             broker.sessions,
             ClusterIn(name=name, site=site, gitops_dir=str(repo), namespace=namespace),
             known_sites=broker.catalog().sites,
+            policy=policy(broker),
+            operator=True,
         )
         names[site] = name
     return names

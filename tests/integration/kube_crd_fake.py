@@ -1,6 +1,8 @@
-"""A local API server for the broker's custom resources, speaking the Kubernetes wire format.
+"""A local API server for custom resources, speaking the Kubernetes wire format.
 
-It serves what the PlacementRequest controller calls, with the semantics a real API server has:
+It serves the broker's CRDs (deploy/crds/) and any other CRD a test passes (the Kueue and OCM
+resources of tests/integration/crds/), namespaced or cluster-scoped, with the semantics a real
+API server has:
 
 * list with `metadata.resourceVersion`, and `?watch=true` streaming newline-delimited
   `{"type", "object"}` events after that version; a version older than the compaction point gets
@@ -9,9 +11,13 @@ It serves what the PlacementRequest controller calls, with the semantics a real 
 * `metadata.generation` bumped on spec changes only; the `status` subresource changes status only,
   and a PUT with a stale `metadata.resourceVersion` gets 409 `Conflict`;
 * delete with finalizers sets `deletionTimestamp`; the object goes once its finalizers are removed;
+* server-side apply (`PATCH` with `application/apply-patch+yaml`, `fieldManager` required,
+  `force`), creating the object when missing, with field ownership in `metadata.managedFields`
+  (kube_apply.py); merge patches and PUTs record their manager too;
 * core/v1 Events recorded.
 
-Tests can compact the history (`compact()`) and inject one-shot status conflicts (`conflicts`).
+Tests can compact the history (`compact()`), inject one-shot status conflicts (`conflicts`) and
+read every write request (`requests`: method, path, content type, query).
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,10 +38,32 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 import yaml
 
+from tests.integration import kube_apply
 from tests.integration.kube_fake import status
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+TEST_CRD_DIR = Path(__file__).resolve().parent / "crds"
 GROUP, VERSION = "placement-broker.dev", "v1alpha1"
+APPLY = "application/apply-patch+yaml"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    versions: tuple[str, ...]
+    kind: str
+    schema: dict[str, Any]
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.versions[0]}"
+
+
+def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    return [
+        d for p in paths for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "CustomResourceDefinition"
+    ]
 
 
 def _now() -> str:
@@ -55,22 +84,28 @@ def _merge(base: Any, patch: Any) -> Any:
 
 
 class FakeCustomResources:
-    def __init__(self) -> None:
-        self.schemas: dict[str, tuple[str, dict[str, Any]]] = {}  # plural -> (kind, openAPIV3Schema)
-        for f in sorted(CRD_DIR.glob("*.yaml")):
-            crd = yaml.safe_load(f.read_text())
-            version = next(v for v in crd["spec"]["versions"] if v["name"] == VERSION)
-            self.schemas[crd["spec"]["names"]["plural"]] = (
-                crd["spec"]["names"]["kind"],
-                version["schema"]["openAPIV3Schema"],
+    def __init__(self, extra_crds: Iterable[dict[str, Any]] = ()) -> None:
+        self.resources: dict[str, Resource] = {}  # plural -> what it is (plurals are unique here)
+        for crd in [*load_crds(sorted(CRD_DIR.glob("*.yaml"))), *extra_crds]:
+            spec = crd["spec"]
+            versions = [v for v in spec["versions"] if v.get("served", True)]
+            stored = next(v for v in versions if v.get("storage"))
+            self.resources[spec["names"]["plural"]] = Resource(
+                spec["group"],
+                tuple(v["name"] for v in [stored, *[v for v in versions if v is not stored]]),
+                spec["names"]["kind"],
+                stored["schema"]["openAPIV3Schema"],
+                spec.get("scope", "Namespaced") == "Namespaced",
             )
-        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns, name)
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}  # (plural, ns or "", name)
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, plural, type, object)
         self.events: list[dict[str, Any]] = []
+        self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> ConfigMap
         self.rv = 100
         self.compacted = 0
         self.conflicts = 0  # one-shot 409s on status writes
         self.status_writes = 0
+        self.requests: list[tuple[str, str, str, dict[str, list[str]]]] = []  # writes: method, path, type, query
         self.cond = threading.Condition()
 
     # ---- store ------------------------------------------------------------------------
@@ -88,34 +123,101 @@ class FakeCustomResources:
             self.compacted = self.rv
             self.history.clear()
 
-    def create(self, plural: str, ns: str, obj: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        kind, schema = self.schemas[plural]
+    def invalid(self, plural: str, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """A 422 Status naming the field, as admission answers, or None for a valid object."""
+        res = self.resources[plural]
         try:
-            jsonschema.Draft4Validator(schema).validate(obj)
+            jsonschema.Draft4Validator(res.schema).validate(obj)
         except jsonschema.ValidationError as exc:
             path = ".".join(str(p) for p in exc.absolute_path)
-            return 422, status(
-                422, "Invalid", f'{kind} "{obj.get("metadata", {}).get("name")}" is invalid: {path}: {exc.message}'
-            )
+            name = (obj.get("metadata") or {}).get("name")
+            return status(422, "Invalid", f'{res.kind} "{name}" is invalid: {path}: {exc.message}')
+        return None
+
+    def create(
+        self, plural: str, ns: str, obj: dict[str, Any], *, manager: str = "", applied: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        res = self.resources[plural]
+        problem = self.invalid(plural, obj)
+        if problem:
+            return 422, problem
         with self.cond:
             name = obj["metadata"]["name"]
             if (plural, ns, name) in self.objects:
-                return 409, status(409, "AlreadyExists", f'{plural}.{GROUP} "{name}" already exists')
+                return 409, status(409, "AlreadyExists", f'{plural}.{res.group} "{name}" already exists')
             obj = json.loads(json.dumps(obj))
-            obj["apiVersion"] = f"{GROUP}/{VERSION}"
-            obj["kind"] = kind
-            obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
+            obj.pop("status", None)  # a resource with a status subresource ignores status on create
+            obj["apiVersion"] = res.api_version
+            obj["kind"] = res.kind
+            obj["metadata"].pop("resourceVersion", None)
+            obj["metadata"].update(uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
+            if res.namespaced:
+                obj["metadata"]["namespace"] = ns
+            if applied:
+                obj, _ = kube_apply.apply(obj, obj, manager, force=True, subresource=None)
+            elif manager:
+                obj = kube_apply.record_update({"metadata": {}}, obj, manager, subresource=None)
             self.objects[(plural, ns, name)] = obj
             self._record(plural, "ADDED", obj)
             return 201, obj
 
+    def server_side_apply(
+        self, plural: str, ns: str, name: str, body: Any, *, manager: str, force: bool, subresource: str | None
+    ) -> tuple[int, Any]:
+        res = self.resources[plural]
+        if not manager:
+            return 400, status(400, "BadRequest", "PATCH with apply requires a fieldManager")
+        if (
+            not isinstance(body, dict)
+            or body.get("kind") != res.kind
+            or (body.get("metadata") or {}).get("name") != name
+        ):
+            return 400, status(400, "BadRequest", "apply needs apiVersion, kind and metadata.name of the object")
+        with self.cond:
+            old = self.objects.get((plural, ns, name))
+            if old is None:
+                if subresource:
+                    return 404, status(404, "NotFound", f'{plural}.{res.group} "{name}" not found')
+                return self.create(plural, ns, body, manager=manager, applied=True)
+            want = body.get("metadata") or {}
+            if want.get("resourceVersion") not in (None, old["metadata"]["resourceVersion"]):
+                return 409, self._conflict(plural, name)
+            if want.get("uid") not in (None, old["metadata"]["uid"]):
+                return 409, status(409, "Conflict", f"Precondition failed: UID in precondition: {want['uid']}")
+            if subresource == "status":
+                self.status_writes += 1
+                if self.conflicts:
+                    self.conflicts -= 1
+                    return 409, self._conflict(plural, name)
+            new, conflicts = kube_apply.apply(old, body, manager, force=force, subresource=subresource)
+            if conflicts:
+                return 409, status(
+                    409, "Conflict", f"Apply failed with {len(conflicts)} conflicts: {'; '.join(conflicts)}"
+                )
+            return self._store(plural, ns, name, old, new)
+
+    def _store(self, plural: str, ns: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> tuple[int, Any]:
+        """Validate and keep `new`, as every write ends (the caller holds the lock)."""
+        problem = self.invalid(plural, new)
+        if problem:
+            return 422, problem
+        if new.get("spec") != old.get("spec"):
+            new["metadata"]["generation"] = old["metadata"]["generation"] + 1
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            del self.objects[(plural, ns, name)]
+            self._record(plural, "DELETED", new)
+            return 200, new
+        self.objects[(plural, ns, name)] = new
+        self._record(plural, "MODIFIED", new)
+        return 200, new
+
     def update(
-        self, plural: str, ns: str, name: str, change: Any, *, subresource: str | None, replace: bool
+        self, plural: str, ns: str, name: str, change: Any, *, subresource: str | None, replace: bool, manager: str = ""
     ) -> tuple[int, Any]:
         with self.cond:
             old = self.objects.get((plural, ns, name))
             if old is None:
-                return 404, status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+                return 404, status(404, "NotFound", f'{plural}.{self.resources[plural].group} "{name}" not found')
             want_rv = (change.get("metadata") or {}).get("resourceVersion") if isinstance(change, dict) else None
             if want_rv is not None and want_rv != old["metadata"]["resourceVersion"]:
                 return 409, self._conflict(plural, name)
@@ -136,21 +238,15 @@ class FakeCustomResources:
                         if k in ("labels", "annotations", "finalizers")
                     },
                 }
-                if new.get("spec") != old.get("spec"):
-                    new["metadata"]["generation"] = old["metadata"]["generation"] + 1
-            if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-                del self.objects[(plural, ns, name)]
-                self._record(plural, "DELETED", new)
-                return 200, new
-            self.objects[(plural, ns, name)] = new
-            self._record(plural, "MODIFIED", new)
-            return 200, new
+            new = kube_apply.record_update(old, new, manager or "unknown", subresource=subresource)
+            return self._store(plural, ns, name, old, new)
 
     def _conflict(self, plural: str, name: str) -> dict[str, Any]:
         return status(
             409,
             "Conflict",
-            f'Operation cannot be fulfilled on {plural}.{GROUP} "{name}": the object has been modified; '
+            f'Operation cannot be fulfilled on {plural}.{self.resources[plural].group} "{name}": '
+            "the object has been modified; "
             "please apply your changes to the latest version and try again",
         )
 
@@ -158,7 +254,7 @@ class FakeCustomResources:
         with self.cond:
             obj = self.objects.get((plural, ns, name))
             if obj is None:
-                return 404, status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+                return 404, status(404, "NotFound", f'{plural}.{self.resources[plural].group} "{name}" not found')
             if obj["metadata"].get("finalizers"):
                 obj["metadata"].setdefault("deletionTimestamp", _now())
                 self._record(plural, "MODIFIED", obj)
@@ -170,10 +266,10 @@ class FakeCustomResources:
     def listing(self, plural: str, ns: str | None) -> dict[str, Any]:
         with self.cond:
             items = [o for (p, n, _), o in sorted(self.objects.items()) if p == plural and (ns is None or n == ns)]
-            kind = self.schemas[plural][0]
+            res = self.resources[plural]
             return {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": f"{kind}List",
+                "apiVersion": res.api_version,
+                "kind": f"{res.kind}List",
                 "metadata": {"resourceVersion": str(self.rv)},
                 "items": json.loads(json.dumps(items)),
             }
@@ -199,7 +295,7 @@ class FakeCustomResources:
                 batch = [
                     (rv, t, o)
                     for rv, p, t, o in self.history
-                    if rv > seen and p == plural and (ns is None or o["metadata"]["namespace"] == ns)
+                    if rv > seen and p == plural and (ns is None or o["metadata"].get("namespace") == ns)
                 ]
                 if not batch:
                     self.cond.wait(min(0.2, max(0.0, deadline - time.monotonic())))
@@ -224,40 +320,70 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"null") if length else None
+        raw = self.rfile.read(length) if length else b""
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0]
+        body = (yaml.safe_load(raw) if ctype == APPLY else json.loads(raw)) if raw else None
         parts = url.path.strip("/").split("/")
+        if self.command != "GET":
+            with self.crs.cond:
+                self.crs.requests.append((self.command, url.path, ctype, query))
         if parts[:2] == ["api", "v1"] and len(parts) == 5 and parts[4] == "events" and self.command == "POST":
             with self.crs.cond:
                 self.crs.events.append(body)
             return self._send(201, body)
-        if parts[:3] != ["apis", GROUP, VERSION]:
+        if parts[:2] == ["api", "v1"] and len(parts) == 6 and parts[4] == "configmaps" and self.command == "GET":
+            cm = self.crs.configmaps.get((parts[3], parts[5]))
+            return (
+                self._send(200, cm)
+                if cm
+                else self._send(404, status(404, "NotFound", f'configmaps "{parts[5]}" not found'))
+            )
+        if parts[:1] != ["apis"] or len(parts) < 4:
             return self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
-        rest = parts[3:]
+        group, version, rest = parts[1], parts[2], parts[3:]
         ns = None
-        if rest[:1] == ["namespaces"]:
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
             ns, rest = rest[1], rest[2:]
         plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
-        if plural not in self.crs.schemas:
+        res = self.crs.resources.get(plural)
+        cluster_wide = ns is None and (name is None and self.command == "GET")  # a list or watch of every namespace
+        if (
+            res is None
+            or res.group != group
+            or version not in res.versions
+            or (ns is not None and not res.namespaced)
+            or (res.namespaced and ns is None and not cluster_wide)
+        ):
             return self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+        key_ns = ns or ""
         if self.command == "GET" and name is None and query.get("watch", ["false"])[0] == "true":
             return self._stream(plural, ns, query)
         if self.command == "GET" and name is None:
             return self._send(200, self.crs.listing(plural, ns))
-        if self.command == "POST" and name is None and ns:
-            return self._send(*self.crs.create(plural, ns, body))
-        if ns is None or name is None:
+        manager = (query.get("fieldManager") or [""])[0]
+        if self.command == "POST" and name is None and (ns or not res.namespaced):
+            return self._send(*self.crs.create(plural, key_ns, body, manager=manager or "unknown"))
+        if name is None:
             return self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
         if self.command == "GET":
             with self.crs.cond:
-                obj = self.crs.objects.get((plural, ns, name))
+                obj = self.crs.objects.get((plural, key_ns, name))
             return self._send(200, obj) if obj else self._send(404, status(404, "NotFound", f'"{name}" not found'))
+        if self.command == "PATCH" and ctype == APPLY:
+            force = (query.get("force") or ["false"])[0].lower() == "true"
+            return self._send(
+                *self.crs.server_side_apply(plural, key_ns, name, body, manager=manager, force=force, subresource=sub)
+            )
         if self.command in ("PUT", "PATCH"):
-            ctype = (self.headers.get("Content-Type") or "").split(";")[0]
             if self.command == "PATCH" and ctype != "application/merge-patch+json":
                 return self._send(415, status(415, "UnsupportedMediaType", f"unsupported patch type {ctype}"))
-            return self._send(*self.crs.update(plural, ns, name, body, subresource=sub, replace=self.command == "PUT"))
+            return self._send(
+                *self.crs.update(
+                    plural, key_ns, name, body, subresource=sub, replace=self.command == "PUT", manager=manager
+                )
+            )
         if self.command == "DELETE":
-            return self._send(*self.crs.delete(plural, ns, name))
+            return self._send(*self.crs.delete(plural, key_ns, name))
         return self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
 
     def _stream(self, plural: str, ns: str | None, query: dict[str, list[str]]) -> None:
@@ -283,8 +409,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_fake_crs() -> Iterator[tuple[FakeCustomResources, str]]:
-    crs = FakeCustomResources()
+def serve_fake_crs(extra_crds: Iterable[dict[str, Any]] = ()) -> Iterator[tuple[FakeCustomResources, str]]:
+    crs = FakeCustomResources(extra_crds)
     handler = type("Handler", (_Handler,), {"crs": crs, "protocol_version": "HTTP/1.1"})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True

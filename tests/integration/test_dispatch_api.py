@@ -12,10 +12,17 @@ from typer.testing import CliRunner
 
 from broker.app import Broker
 from broker.cli.main import app as cli
-from tests.integration.dispatch_support import committed_docs, new_repo, replicas_by_workload, store_checkout
+from tests.integration.dispatch_support import (
+    committed_docs,
+    new_repo,
+    replicas_by_workload,
+    store_checkout,
+    stored_document,
+)
 from tests.integration.kube_fake import write_kubeconfig
 
 PROBLEM = "application/problem+json"
+pytestmark = pytest.mark.usefixtures("server_roots")
 
 
 def _register(client: TestClient, repo: Path, sites: set[str]) -> dict[str, str]:
@@ -106,6 +113,11 @@ def test_dispatch_over_rest_dry_run_apply_status_and_failure(
 
     # the repository disappears: a 502 problem that carries the dispatch record
     other = client.post(f"/v1/placements/{pid}/replan", json={"replicas": {"orders-db": 3}}).json()
+    moved_to = {a["site"] for a in stored_document(broker, other["new_placement_id"])["assignments"]}
+    for i, site in enumerate(sorted(moved_to - {a["site"] for a in placement["assignments"]})):
+        # the replan may use a site the first placement did not (it follows the catalog's latency figures)
+        body = {"name": f"n{i}", "site": site, "gitops_dir": str(repo), "namespace": "shop"}
+        assert client.post("/v1/clusters", json=body).status_code == 201
     shutil.rmtree(repo)
     r = client.post(f"/v1/placements/{other['new_placement_id']}/dispatch")
     assert r.status_code == 502 and r.headers["content-type"] == PROBLEM
@@ -139,7 +151,7 @@ def test_replan_and_alerts_over_rest(client: TestClient, broker: Broker) -> None
     assert [i["alertname"] for i in out["ignored"]] == ["Watchdog"]
     (rp,) = out["replans"]
     assert rp["placement_id"] == pid and rp["decision"] == "migrate" and rp["reason"] == "site_failure"
-    moved = broker.get_placement(rp["new_placement_id"])
+    moved = stored_document(broker, rp["new_placement_id"])
     assert site not in {a["site"] for a in moved["assignments"]}
     stored = client.get(f"/v1/replans/{rp['id']}").json()
     assert stored["migration"]["moved_replicas"] == rp["migration"]["moved_replicas"] > 0

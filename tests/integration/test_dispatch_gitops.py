@@ -23,9 +23,14 @@ from tests.integration.dispatch_support import (
     git,
     gitops_clusters,
     new_repo,
+    policy,
     replicas_by_workload,
     store_checkout,
+    stored_document,
 )
+from tests.placements import assignment, placement
+
+pytestmark = pytest.mark.usefixtures("server_roots")
 
 
 def _rows(broker: Broker) -> tuple[int, int]:
@@ -90,7 +95,7 @@ def test_replan_after_site_failure_moves_and_prunes_in_git(broker: Broker, tmp_p
 
     replan = ReplanService(broker).replan(placement["id"], ReplanIn(reason="site_failure", exclude_sites=[failed]))
     assert replan["decision"] == "migrate" and replan["forced_by"]
-    new = broker.get_placement(replan["new_placement_id"])
+    new = stored_document(broker, replan["new_placement_id"])
     assert failed not in {a["site"] for a in new["assignments"]}
     assert replicas_by_workload(new["assignments"]) == replicas_by_workload(placement["assignments"])
     gitops_clusters(broker, repo, {a["site"] for a in new["assignments"]} - sites)
@@ -129,28 +134,21 @@ def test_bad_input_leaves_no_records_and_no_commit(broker: Broker, tmp_path: Pat
         svc.dispatch("pl_missing", DispatchIn())
     assert _rows(broker) == (0, 0)
     assert git(repo, "rev-list", "--all") == ""
-    assert broker.get_placement(placement["id"]) == placement | {"id": placement["id"]}
+    assert stored_document(broker, placement["id"]) == placement
 
 
 def _bundle(replicas: int) -> ClusterBundle:
-    placement = {
-        "id": "pl_PUSH",
-        "name": "push test",
-        "assignments": [
-            {
-                "workload": "api",
-                "pool": "aws:eu-central-1/m6i.large/ondemand",
-                "site": "aws:eu-central-1",
-                "replicas": replicas,
-            }
-        ],
-    }
-    request = {"workloads": [{"name": "api", "cpu": 1, "memory_gib": 2}]}
-    (b,) = build_bundles(placement, request, {"aws:eu-central-1": [Target("fra", "aws:eu-central-1", "shop")]})
+    pushed = placement(
+        [assignment("api", "aws:eu-central-1/m6i.large/ondemand", replicas, 0.0)],
+        request={"workloads": [{"name": "api", "cpu": 1, "memory_gib": 2}]},
+        id="pl_PUSH",
+        name="push test",
+    )
+    (b,) = build_bundles(pushed, {"aws:eu-central-1": [Target("fra", "aws:eu-central-1", "shop")]})
     return b
 
 
-def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(tmp_path: Path) -> None:
+def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(broker: Broker, tmp_path: Path) -> None:
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
     work = tmp_path / "work"
@@ -160,7 +158,7 @@ def test_gitops_pushes_to_the_upstream_and_a_failed_push_is_pushed_on_resume(tmp
     git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
     git(work, "push", "-q", "-u", "origin", "HEAD")
     cluster = Cluster("fra", "aws:eu-central-1", "gitops", "shop", gitops_dir=str(work))
-    gitops = GitOpsDispatcher(timeout_s=20)
+    gitops = GitOpsDispatcher(policy(broker), timeout_s=20)
 
     first = gitops.apply(cluster, _bundle(3))
     assert first["committed"] and first["pushed"]

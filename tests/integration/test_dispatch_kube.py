@@ -24,8 +24,10 @@ from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
-from tests.integration.dispatch_support import replicas_by_workload, store_checkout
+from tests.integration.dispatch_support import policy, replicas_by_workload, store_checkout, stored_document
 from tests.integration.kube_fake import FakeKube, serve_fake_kube, write_kubeconfig
+
+pytestmark = pytest.mark.usefixtures("server_roots")
 
 
 class Crash(BaseException):
@@ -43,8 +45,8 @@ class CrashBeforeSecondApply:
         return self.inner.apply(cluster, bundle)
 
 
-def fast() -> KubernetesDispatcher:
-    return KubernetesDispatcher(timeout_s=2, retries=3, backoff_s=0, sleep=lambda _s: None)
+def fast(broker: Broker) -> KubernetesDispatcher:
+    return KubernetesDispatcher(policy(broker), timeout_s=2, retries=3, backoff_s=0, sleep=lambda _s: None)
 
 
 @pytest.fixture()
@@ -61,6 +63,8 @@ def fleet(broker: Broker, tmp_path: Path) -> Iterator[tuple[dict[str, Any], dict
                 broker.sessions,
                 ClusterIn(name=f"k{i}", site=site, kubeconfig=str(cfg), context=f"ctx{i}", namespace="shop"),
                 known_sites=broker.catalog().sites,
+                policy=policy(broker),
+                operator=True,
             )
             servers[site] = kube
         yield placement, servers
@@ -72,7 +76,7 @@ def _deployment_patches(kube: FakeKube) -> list[tuple[str, str, dict[str, list[s
 
 def test_server_side_apply_reads_back_ready_replicas(broker: Broker, fleet: Any) -> None:
     placement, servers = fleet
-    doc = DispatchService(broker, dispatchers={"kubernetes": fast()}).dispatch(placement["id"], DispatchIn())
+    doc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)}).dispatch(placement["id"], DispatchIn())
     assert doc["state"] == "applied"
     for kube in servers.values():
         assert kube.requests[0][1] == "/api/v1/namespaces/shop"  # the namespace first
@@ -92,7 +96,7 @@ def test_server_side_apply_reads_back_ready_replicas(broker: Broker, fleet: Any)
 @pytest.mark.both_backends
 def test_crash_between_two_cluster_applies_resumes_to_the_same_end_state(broker: Broker, fleet: Any) -> None:
     placement, servers = fleet
-    crashing = DispatchService(broker, dispatchers={"kubernetes": CrashBeforeSecondApply(fast())})
+    crashing = DispatchService(broker, dispatchers={"kubernetes": CrashBeforeSecondApply(fast(broker))})
     with pytest.raises(Crash):
         crashing.dispatch(placement["id"], DispatchIn())
     with broker.sessions() as s:
@@ -103,7 +107,7 @@ def test_crash_between_two_cluster_applies_resumes_to_the_same_end_state(broker:
     assert first.deployments and not second.deployments
     applied_before = len(_deployment_patches(first))
 
-    svc = DispatchService(broker, dispatchers={"kubernetes": fast()})
+    svc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)})
     expected = {b.cluster: b.replicas() for b in svc.plan(placement["id"], DispatchIn())}
     doc = svc.dispatch(placement["id"], DispatchIn())  # the same command again resumes
     assert doc["id"] == d.id and doc["state"] == "applied"
@@ -118,7 +122,7 @@ def test_transient_errors_are_retried_and_persistent_ones_fail_cleanly(broker: B
     placement, servers = fleet
     first = servers[sorted(servers)[0]]
     first.fail = [("PATCH", "/deployments/", 503)] * 2
-    svc = DispatchService(broker, dispatchers={"kubernetes": fast()})
+    svc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)})
     assert svc.dispatch(placement["id"], DispatchIn())["state"] == "applied"
 
     # a new placement of the same app; the cluster keeps answering 503
@@ -144,12 +148,14 @@ def test_unreachable_cluster_fails_clearly_and_resumes_once_reachable(broker: Br
             # two registrations on one API server: distinct namespaces keep them apart
             ClusterIn(name=f"k{i}", site=site, kubeconfig=str(cfg), context="dead", namespace=f"ns{i}"),
             known_sites=broker.catalog().sites,
+            policy=policy(broker),
+            operator=True,
         )
-    svc = DispatchService(broker, dispatchers={"kubernetes": fast()})
+    svc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)})
     doc = svc.dispatch(placement["id"], DispatchIn())
     assert doc["state"] == "failed" and "unreachable" in doc["error"]
     assert doc["clusters"][0]["state"] == "failed" and doc["clusters"][0]["attempts"] == 1
-    assert broker.get_placement(placement["id"])["assignments"] == placement["assignments"]
+    assert stored_document(broker, placement["id"])["assignments"] == placement["assignments"]
 
     with serve_fake_kube() as (kube, url):
         write_kubeconfig(cfg, url, context="dead")  # the operator fixes the cluster
@@ -160,11 +166,11 @@ def test_unreachable_cluster_fails_clearly_and_resumes_once_reachable(broker: Br
 
 def test_replicas_leaving_a_cluster_are_scaled_down(broker: Broker, fleet: Any, tmp_path: Path) -> None:
     placement, servers = fleet
-    svc = DispatchService(broker, dispatchers={"kubernetes": fast()})
+    svc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)})
     svc.dispatch(placement["id"], DispatchIn())
     failed = sorted(servers)[0]
     replan = ReplanService(broker).replan(placement["id"], ReplanIn(reason="site_failure", exclude_sites=[failed]))
-    new = broker.get_placement(replan["new_placement_id"])
+    new = stored_document(broker, replan["new_placement_id"])
     with ExitStack() as stack:
         for j, site in enumerate(sorted({a["site"] for a in new["assignments"]} - set(servers))):
             kube, url = stack.enter_context(serve_fake_kube())
@@ -173,6 +179,8 @@ def test_replicas_leaving_a_cluster_are_scaled_down(broker: Broker, fleet: Any, 
                 broker.sessions,
                 ClusterIn(name=f"n{j}", site=site, kubeconfig=str(cfg), context="n", namespace="shop"),
                 known_sites=broker.catalog().sites,
+                policy=policy(broker),
+                operator=True,
             )
             servers[site] = kube
         doc = svc.dispatch(new["id"], DispatchIn())
@@ -208,7 +216,7 @@ spec:
 
 def test_statefulset_templates_are_applied_and_read_back(broker: Broker, fleet: Any) -> None:
     placement, servers = fleet
-    svc = DispatchService(broker, dispatchers={"kubernetes": fast()})
+    svc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)})
     doc = svc.dispatch(placement["id"], DispatchIn(templates={"orders-db": STATEFUL}))
     assert doc["state"] == "applied"
     sets = [s for kube in servers.values() for s in kube.statefulsets.values()]

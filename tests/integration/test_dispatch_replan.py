@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import copy
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from broker.app import Broker
-from broker.db.models import PlacementRow
+from broker.core.domain import NodeAllocation
 from broker.db.session import transaction
 from broker.dispatch.documents import ReplanIn
 from broker.dispatch.replan import ReplanService
-from tests.integration.dispatch_support import replicas_by_workload, store_checkout
+from broker.placements.store import PlacementStore
+from tests.integration.dispatch_support import replicas_by_workload, store_checkout, stored_document
 
 # a valid but dear home for orders-db (2 x 4 vCPU / 16 GiB): one m6i.4xlarge per replica
 DEAR_POOL, DEAR_SITE, DEAR_PRICE = "aws:eu-central-1/m6i.4xlarge/ondemand", "aws:eu-central-1", 0.92
@@ -21,35 +22,29 @@ DEAR_POOL, DEAR_SITE, DEAR_PRICE = "aws:eu-central-1/m6i.4xlarge/ondemand", "aws
 
 def _store_dear_variant(broker: Broker, placement: dict[str, Any]) -> str:
     """The same request stored with orders-db on dearer nodes, as if prices had moved since."""
-    result = copy.deepcopy(placement)
-    db = [a for a in result["assignments"] if a["workload"] == "orders-db"]
-    result["assignments"] = [a for a in result["assignments"] if a["workload"] != "orders-db"] + [
-        {**db[0], "pool": DEAR_POOL, "site": DEAR_SITE, "replicas": sum(a["replicas"] for a in db)}
-    ]
-    db_pools = {a["pool"] for a in db}
-    result["nodes"] = [n for n in result["nodes"] if n["pool"] not in db_pools] + [
-        {"pool": DEAR_POOL, "count": 2, "cost_per_hour": 2 * DEAR_PRICE}
-    ]
+    original = broker.get_placement(placement["id"])
+    r = original.result
+    db = [a for a in r.assignments if a.workload == "orders-db"]
+    db_pools = {a.pool for a in db}
+    result = replace(
+        r,
+        status="optimal",
+        cost_per_hour=r.cost_per_hour + 1.0,
+        baseline=replace(r.baseline, cost_per_hour=None),
+        savings_pct=None,
+        assignments=(
+            *(a for a in r.assignments if a.workload != "orders-db"),
+            replace(db[0], pool=DEAR_POOL, site=DEAR_SITE, replicas=sum(a.replicas for a in db)),
+        ),
+        nodes=(
+            *(n for n in r.nodes if n.pool not in db_pools),
+            NodeAllocation(DEAR_POOL, 2, 2 * DEAR_PRICE),
+        ),
+    )
     pid = "pl_DEAR" + placement["id"][7:]
-    with broker.sessions() as s:
-        original = s.get(PlacementRow, placement["id"])
-        assert original is not None
-        request = dict(original.request)
+    dear = replace(original, id=pid, created_at=datetime.now(UTC), result=result, prices=None)
     with transaction(broker.sessions) as s:
-        s.add(
-            PlacementRow(
-                id=pid,
-                name=placement["name"],
-                tenant="default",
-                created_at=datetime.now(UTC),
-                status="optimal",
-                cost_per_hour=placement["cost_per_hour"] + 1.0,
-                baseline_cost_per_hour=None,
-                savings_pct=None,
-                request=request,
-                result={**result, "id": pid},
-            )
-        )
+        PlacementStore.add(s, dear)
     return pid
 
 
@@ -67,7 +62,7 @@ def test_move_only_when_savings_over_the_horizon_pay_for_it(
     assert moved >= 2 and out["migration_cost"] == pytest.approx(moved * cost_per_replica)
     assert out["payback_hours"] == pytest.approx(out["migration_cost"] / out["savings_per_hour"], abs=0.01)
     if decision == "migrate":
-        new = broker.get_placement(out["new_placement_id"])
+        new = stored_document(broker, out["new_placement_id"])
         assert replicas_by_workload(new["assignments"]) == replicas_by_workload(placement["assignments"])
         assert DEAR_POOL not in {a["pool"] for a in new["assignments"]}
     else:

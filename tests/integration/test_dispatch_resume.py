@@ -17,10 +17,17 @@ from broker.dispatch.gitops import GitOpsDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.jobs import worker
-from tests.integration.dispatch_support import committed_docs, gitops_clusters, new_repo, replicas_by_workload
+from broker.placements.documents import placement_document
+from tests.integration.dispatch_support import (
+    committed_docs,
+    gitops_clusters,
+    new_repo,
+    policy,
+    replicas_by_workload,
+)
 from tests.integration.service_support import open_broker, service_client, small_request
 
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.usefixtures("server_roots")]
 
 
 class Crash(Exception):
@@ -28,8 +35,8 @@ class Crash(Exception):
 
 
 class CrashAfterFirstApply:
-    def __init__(self) -> None:
-        self.inner = GitOpsDispatcher()
+    def __init__(self, broker: Broker) -> None:
+        self.inner = GitOpsDispatcher(policy(broker))
         self.applied = 0
 
     def apply(self, cluster: Cluster, bundle: ClusterBundle) -> dict[str, Any]:
@@ -43,11 +50,13 @@ def _interrupted(broker: Broker, repo: Path) -> tuple[str, dict[str, Any]]:
     """A stored placement over two sites whose dispatch crashed after the first cluster."""
     body = small_request("resume", replicas=4)
     body["workloads"][0]["spread"] = {"min_sites": 2}
-    placement, stored = broker.place({**body, "dry_run": False})
+    stored_placement, stored = broker.place({**body, "dry_run": False})
     assert stored
+    placement = placement_document(stored_placement)
     gitops_clusters(broker, repo, {a["site"] for a in placement["assignments"]})
     with pytest.raises(Crash):
-        DispatchService(broker, dispatchers={"gitops": CrashAfterFirstApply()}).dispatch(placement["id"], DispatchIn())
+        crashing = DispatchService(broker, dispatchers={"gitops": CrashAfterFirstApply(broker)})
+        crashing.dispatch(placement["id"], DispatchIn())
     with broker.sessions() as s:
         d = s.scalars(select(DispatchRow)).one()
         states = [o.state for o in s.scalars(select(OutboxRow).order_by(OutboxRow.seq))]

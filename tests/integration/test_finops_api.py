@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 
 from broker.app import Broker
 from broker.cli.main import app as cli
-from broker.db.models import PlacementRow
+from broker.db.placement_models import PlacementRow
 from broker.finops.focus import COLUMN_NAMES
+from broker.placements.documents import placement_document
 from broker.settings import Settings
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -35,8 +36,9 @@ REQUEST: dict[str, Any] = {
 
 
 def _store(broker: Broker, doc: dict[str, Any], *, tenant: str, days_ago: float) -> dict[str, Any]:
-    out, stored = broker.place(doc, tenant=tenant)
+    placement, stored = broker.place(doc, tenant=tenant)
     assert stored
+    out = placement_document(placement)
     with broker.sessions.begin() as s:
         s.execute(
             update(PlacementRow).where(PlacementRow.id == out["id"]).values(created_at=NOW - timedelta(days=days_ago))

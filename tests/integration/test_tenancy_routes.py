@@ -32,7 +32,7 @@ from httpx import Response
 from api.deps import get_principal, get_tenant
 from broker.app import Broker
 from tests.integration.conftest import BACKENDS, fresh_database
-from tests.integration.dispatch_support import committed_docs, new_repo
+from tests.integration.dispatch_support import committed_docs, new_remote
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
 PROBLEM = "application/problem+json"
@@ -51,7 +51,7 @@ class World:
     job_id: str
     key_id: str
     cluster: str
-    repo: Path
+    repo: Path  # alpha's GitOps repository (bare, served by file:// under BROKER_GITOPS_FILE_ROOTS)
     dispatch_id: str
     replan_id: str
     others: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -74,7 +74,8 @@ def _wait_job(c: TestClient, job_id: str, h: dict[str, str]) -> None:
 def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("isolation")
     with fresh_database(request.param, request, tmp) as url:
-        b = open_broker(url, auth="required")
+        remotes = tmp / "remotes"
+        b = open_broker(url, auth="required", gitops_file_roots=[str(remotes)], data_dir=str(tmp / "data"))
         with service_client(b) as c:
             a = key(b, "alpha", "admin")
             placed = c.post("/v1/placements", json=small_request("a-plan"), headers=a)
@@ -85,10 +86,10 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             _wait_job(c, job.json()["id"], a)
             assert c.put("/v1/budgets", json={"monthly_usd": 100_000}, headers=a).status_code == 200
             key_id = c.post("/v1/apikeys", json={"role": "viewer", "name": "ci"}, headers=a).json()["id"]
-            repo = new_repo(tmp / "fleet")
+            repo = new_remote(remotes / "fleet.git")
             sites = sorted({x["site"] for x in placed.json()["assignments"]})
             for i, site in enumerate(sites):
-                body = {"name": f"a-c{i}", "site": site, "gitops_dir": str(repo), "namespace": "shop"}
+                body = {"name": f"a-c{i}", "site": site, "gitops_repo": repo.as_uri(), "namespace": "shop"}
                 assert c.post("/v1/clusters", json=body, headers=a).status_code == 201
             dispatched = c.post(f"/v1/placements/{pid}/dispatch", json={}, headers=a)
             assert dispatched.status_code == 200 and dispatched.json()["state"] == "applied", dispatched.text
@@ -218,7 +219,7 @@ def clusters_list(w: World, h: dict[str, str]) -> None:
 
 def clusters_get(w: World, h: dict[str, str]) -> None:
     _not_found(w.c.get(f"/v1/clusters/{w.cluster}", headers=h))
-    assert _ok(w.c.get(f"/v1/clusters/{w.cluster}", headers=w.a))["gitops_dir"] == str(w.repo)
+    assert _ok(w.c.get(f"/v1/clusters/{w.cluster}", headers=w.a))["gitops_repo"] == w.repo.as_uri()
 
 
 def clusters_delete(w: World, h: dict[str, str]) -> None:
@@ -228,12 +229,12 @@ def clusters_delete(w: World, h: dict[str, str]) -> None:
 
 def clusters_post(w: World, h: dict[str, str]) -> None:
     # alpha's cluster name is free in another tenant (a 409 would reveal that it exists)
-    own = new_repo(w.repo.parent / f"other-{uuid.uuid4().hex[:6]}")
-    body = {"name": w.cluster, "site": "aws:eu-central-1", "gitops_dir": str(own)}
+    own = new_remote(w.repo.parent / f"other-{uuid.uuid4().hex[:6]}.git")
+    body = {"name": w.cluster, "site": "aws:eu-central-1", "gitops_repo": own.as_uri()}
     try:
         _ok(w.c.post("/v1/clusters", json=body, headers=h), 201)
-        assert _ok(w.c.get(f"/v1/clusters/{w.cluster}", headers=w.a))["gitops_dir"] == str(w.repo)
-        assert _ok(w.c.get(f"/v1/clusters/{w.cluster}", headers=h))["gitops_dir"] == str(own)
+        assert _ok(w.c.get(f"/v1/clusters/{w.cluster}", headers=w.a))["gitops_repo"] == w.repo.as_uri()
+        assert _ok(w.c.get(f"/v1/clusters/{w.cluster}", headers=h))["gitops_repo"] == own.as_uri()
     finally:
         w.c.delete(f"/v1/clusters/{w.cluster}", headers=h)
 

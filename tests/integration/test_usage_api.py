@@ -82,6 +82,11 @@ def test_placement_sized_from_a_stored_series(client: TestClient, broker: Broker
     rs = doc["rightsizing"]
     w = rs["workloads"][0]
     assert w["model_version"] == 1 and w["cpu"]["method"] == "xgboost" and w["memory_gib"] is None
+    # the extension: which forecaster sized it, chosen and backtested before the origin
+    stored = UsageStore(broker.sessions).latest_selected("cpu")
+    assert stored is not None and w["cpu"]["forecaster"] == stored[1].choices["api"].forecaster
+    assert w["cpu"]["backtest_mae"] == pytest.approx(stored[1].choices["api"].backtest_mae, abs=1e-4)
+    assert w["cpu"]["regime_shift"] is stored[1].choices["api"].regime_shift
     # the sized request: p95 peak of the workload's total, + 25 %, over 2 replicas
     assert w["cpu"]["forecast"] == pytest.approx(max(0.05, w["cpu"]["p95_peak"] * 1.25 / 2), rel=1e-3)
     assert w["cpu"]["declared"] == 8.0 and w["cpu"]["forecast"] < 8.0
@@ -105,6 +110,8 @@ def test_inline_history_without_a_model_uses_the_documented_fallback(client: Tes
     assert r.status_code == 200, r.text
     w = r.json()["rightsizing"]["workloads"][0]
     assert w["model_version"] is None and w["cpu"]["method"] == "fallback:weekly_median"
+    # the days repeat exactly, so the slot median forecast the last day from the ones before without error
+    assert w["cpu"]["forecaster"] == "weekly_median" and w["cpu"]["backtest_mae"] == 0.0
     assert w["cpu"]["p95_peak"] >= 3.0  # never below the last day's peak
     assert w["memory_gib"]["forecast"] == pytest.approx(2.0 * 1.2 / 2)
     assert any("fallback" in x for x in w["warnings"])
@@ -132,5 +139,6 @@ def test_forecast_endpoint_and_models(client: TestClient) -> None:
     client.post("/v1/workloads/api/usage", content=text, headers={"content-type": "text/csv"})
     f = client.get("/v1/workloads/api/forecast", params={"horizon": 12}).json()
     assert len(f["p50"]) == 12 and all(u >= m for m, u in zip(f["p50"], f["p95"], strict=True))
+    assert f["forecaster"] == "weekly_median" and f["regime_shift"] is False  # no model yet: the baseline
     assert client.get("/v1/workloads/ghost/forecast").status_code == 404
     assert client.get("/v1/forecast/models").json() == {"items": []}

@@ -82,7 +82,7 @@ def test_forecast_evaluate_writes_predictions(env: str, tmp_path: Path) -> None:
         ],
     )
     assert r.exit_code == 0, r.output
-    for name in ("xgboost", "seasonal_naive", "last_value", "weekly_median"):
+    for name in ("selected", "xgboost", "seasonal_naive", "last_value", "weekly_median"):
         assert name in r.stdout
     pred = pd.read_csv(out)
     assert list(pred.columns) == ["series_id", "timestamp", "p50", "p95"]
@@ -93,6 +93,33 @@ def test_forecast_evaluate_writes_predictions(env: str, tmp_path: Path) -> None:
     assert set(zip(pred["series_id"], pred["timestamp"], strict=True)) == set(
         zip(held["series_id"], held["timestamp"], strict=True)
     )
+
+
+def test_forecast_evaluate_days_scores_each_held_out_day_and_every_metric(env: str, tmp_path: Path) -> None:
+    hist = pd.read_csv(FIXTURES / "azure_4x4d.csv.gz")
+    # a second metric of the same series (a memory-like level): both are evaluated, in turn
+    both = pd.concat([hist.assign(metric="cpu"), hist.assign(metric="memory_gib", value=hist["value"] / 10 + 1)])
+    path, out = tmp_path / "both.csv", tmp_path / "pred.csv"
+    both.to_csv(path, index=False)
+    args = ["forecast", "evaluate", "--history", str(path), "--horizon", "96", "--days", "2", "--rounds", "8"]
+    r = runner.invoke(app, [*args, "--predictions-out", str(out)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    for metric in ("cpu", "memory_gib"):
+        assert f"{metric}: day -1" in r.stdout and f"{metric}: day -0" in r.stdout
+        assert f"{metric}: all 2 days pooled" in r.stdout
+    for name in ("selected", "xgboost", "seasonal_naive", "weekly_median", "blend_yday_weekly", "median_last_week"):
+        assert name in r.stdout
+    assert "median_last_2_weeks" in r.stdout and "the better fixed rule" in r.stdout
+    pred = pd.read_csv(out)
+    assert list(pred.columns) == ["series_id", "timestamp", "p50", "p95", "metric"]
+    assert len(pred) == 2 * 4 * 96 and (pred["p95"] >= pred["p50"]).all()
+
+
+@pytest.mark.parametrize(("extra", "message"), [(["--days", "9"], "too little history"), (["--days", "-1"], "--days")])
+def test_forecast_evaluate_days_beyond_the_history_is_a_clear_error(env: str, extra: list[str], message: str) -> None:
+    args = ["forecast", "evaluate", "--history", str(FIXTURES / "azure_4x4d.csv.gz"), "--horizon", "144"]
+    r = runner.invoke(app, [*args, *extra])
+    assert r.exit_code == 2 and message in r.output.replace("\n", " ")
 
 
 def test_forecast_evaluate_rejects_bad_history(env: str, tmp_path: Path) -> None:

@@ -1,182 +1,35 @@
 """Black-box tests of solve(): every answer keeps every rule of the contract.
 
-Small synthetic catalogs keep these fast; property-based cases (hypothesis)
-draw random requests and check each returned placement against the request.
+The solver tests' synthetic catalog, with reserved pools and cheap owned capacity, keeps these
+fast; property-based cases (hypothesis) draw random requests and check each returned placement
+against the request (tests/unit/solver/support).
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.core.domain import (
-    Arch,
-    CapacityType,
-    Dependency,
-    PlacementRequest,
-    PlacementResult,
-    Pool,
-    ResidencyPolicy,
-    Site,
-    SiteKind,
-    UserRegion,
-    Workload,
-)
-from broker.core.pooltable import PoolTable, build_pool_table
+from broker.core.domain import Arch, CapacityType, Dependency, ResidencyPolicy, UserRegion, Workload
 from broker.errors import Infeasible, InvalidRequest
 from broker.solver import PlacementProblem, solve
+from tests.unit.solver.support import catalog
+from tests.unit.solver.support.catalog import GDPR, US_ONLY
+from tests.unit.solver.support.checks import assert_valid as check
 
-SITES = [
-    Site("aws:eu-central-1", "aws", SiteKind.PUBLIC, "eu-central-1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7),
-    Site("gcp:europe-west1", "gcp", SiteKind.PUBLIC, "europe-west1", "BE", ("EU", "EEA", "BE"), 50.4, 3.8),
-    Site("aws:us-east-1", "aws", SiteKind.PUBLIC, "us-east-1", "US", ("US",), 38.9, -77.0),
-    Site("azure:eastus", "azure", SiteKind.PUBLIC, "eastus", "US", ("US",), 37.4, -79.0),
-    Site("private:fra-dc1", "private", SiteKind.PRIVATE, "fra-dc1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7),
-]
-GDPR = ResidencyPolicy("gdpr-eu", allowed_jurisdictions=frozenset({"EEA"}))
-US_ONLY = ResidencyPolicy("us-only", allowed_countries=frozenset({"US"}))
-
-# (type, vcpus, GiB, gpus, arch, on-demand price) - prices scale by site below
-SHAPES = [
-    ("small", 2, 4, 0, Arch.AMD64, 0.08),
-    ("medium", 4, 16, 0, Arch.AMD64, 0.19),
-    ("large", 16, 64, 0, Arch.AMD64, 0.70),
-    ("arm", 4, 8, 0, Arch.ARM64, 0.12),
-    ("gpu", 8, 32, 1, Arch.AMD64, 1.10),
-]
-SITE_FACTOR = {"aws:eu-central-1": 1.1, "gcp:europe-west1": 1.0, "aws:us-east-1": 0.9, "azure:eastus": 0.95}
-
-
-def _pools() -> list[Pool]:
-    out = []
-    for s in SITES[:4]:
-        for name, v, m, g, arch, price in SHAPES:
-            base = round(price * SITE_FACTOR[s.id], 6)
-            for cap, factor in (
-                (CapacityType.ONDEMAND, 1.0),
-                (CapacityType.SPOT, 0.35),
-                (CapacityType.RESERVED, 0.6),
-            ):
-                out.append(
-                    Pool(
-                        Pool.make_id(s.id, name, cap),
-                        s.id,
-                        name,
-                        cap,
-                        arch,
-                        v,
-                        m,
-                        g,
-                        "T4" if g else None,
-                        round(base * factor, 6),
-                        None,
-                        s.provider,
-                        "2026-01-01",
-                    )
-                )
-    # owned capacity: 3 big nodes, cheap
-    out.append(
-        Pool(
-            "private:fra-dc1/r740/reserved",
-            "private:fra-dc1",
-            "r740",
-            CapacityType.RESERVED,
-            Arch.AMD64,
-            48,
-            384,
-            0,
-            None,
-            0.35,
-            3,
-            "tco-model",
-            "2026-01-01",
-        )
-    )
-    return out
-
-
-TABLE: PoolTable = build_pool_table(SITES, _pools())
+# reserved pools at every public site, and 3 owned nodes cheaper than any cloud's
+TABLE = catalog.table(3, reserved=True, owned_price=0.35)
 # RTT from each site to two user regions (ms)
 USER_RTT = {
-    "eu-users": np.array([8.0, 12.0, 95.0, 100.0, 3.0]),
-    "us-users": np.array([95.0, 100.0, 6.0, 9.0, 96.0]),
+    "eu-users": [8.0, 12.0, 95.0, 100.0, 3.0],
+    "us-users": [95.0, 100.0, 6.0, 9.0, 96.0],
 }
 REGIONS = (UserRegion("eu-users", 50.1, 8.7), UserRegion("us-users", 38.9, -77.0))
 
 
 def problem(*workloads: Workload) -> PlacementProblem:
-    req = PlacementRequest(name="t", workloads=tuple(workloads), user_regions=REGIONS, time_limit_s=5)
-    egress = np.full((len(SITES), len(SITES)), 0.02)
-    storage = np.tile(np.array([0.04, 0.08, 0.15]), (len(SITES), 1))
-    storage[4] = 0.0
-    return PlacementProblem(
-        request=req,
-        table=TABLE,
-        user_rtt=USER_RTT,
-        egress_usd_per_gb=egress,
-        internet_egress_usd_per_gb=np.full(len(SITES), 0.09),
-        storage_usd_per_gb_month=storage,
-    )
-
-
-def check(p: PlacementProblem, r: PlacementResult) -> None:
-    """Assert every contract rule on a result."""
-    t = p.table
-    pools = {pool.id: pool for pool in t.pools}
-    sites = {s.id: s for s in t.sites}
-    by_w = {w.name: w for w in p.request.workloads}
-    placed: dict[str, int] = defaultdict(int)
-    load: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3))
-    w_sites: dict[str, set[str]] = defaultdict(set)
-    spot: dict[str, int] = defaultdict(int)
-    seen = set()
-    for a in r.assignments:
-        assert (a.workload, a.pool) not in seen, "a workload/pool pair appears twice"
-        seen.add((a.workload, a.pool))
-        w, pool = by_w[a.workload], pools[a.pool]
-        assert a.replicas > 0 and a.site == pool.site
-        placed[w.name] += a.replicas
-        load[pool.id] += a.replicas * np.array([w.cpu, w.memory_gib, w.gpus])
-        w_sites[w.name].add(pool.site)
-        # per-node fit and filters
-        assert pool.vcpus >= w.cpu and pool.memory_gib >= w.memory_gib and pool.gpus >= w.gpus
-        assert pool.arch in w.arch
-        assert pool.capacity_type in w.capacity_types
-        if w.providers:
-            assert sites[pool.site].provider in w.providers
-        if w.residency:
-            assert w.residency.allows(sites[pool.site])
-        for region, slo in w.latency_slo_ms.items():
-            assert p.user_rtt[region][t.site_index[pool.site]] <= slo
-        if pool.capacity_type == CapacityType.SPOT:
-            spot[w.name] += a.replicas
-    for w in p.request.workloads:
-        assert placed[w.name] == w.replicas, f"{w.name}: {placed[w.name]} of {w.replicas} replicas placed"
-        assert len(w_sites[w.name]) >= w.min_sites
-        if w.max_spot_fraction is not None:
-            assert spot[w.name] <= math.floor(w.max_spot_fraction * w.replicas + 1e-9)
-    node_cost = 0.0
-    counts = {n.pool: n.count for n in r.nodes}
-    for pid, ld in load.items():
-        pool = pools[pid]
-        n = counts[pid]
-        assert ld[0] <= n * pool.vcpus + 1e-6 and ld[1] <= n * pool.memory_gib + 1e-6 and ld[2] <= n * pool.gpus + 1e-6
-        if pool.max_nodes is not None:
-            assert n <= pool.max_nodes
-    for node in r.nodes:
-        assert node.pool in load, "nodes provisioned in a pool nobody uses"
-        assert node.cost_per_hour == pytest.approx(node.count * pools[node.pool].price_per_hour, abs=1e-6)
-        node_cost += node.cost_per_hour
-    assert r.cost_per_hour == pytest.approx(node_cost + r.egress_cost_per_hour + r.storage_cost_per_hour, abs=1e-5)
-    assert r.lower_bound_per_hour <= r.cost_per_hour + 1e-6
-    assert r.status in ("optimal", "feasible")
-    if r.status == "optimal":
-        assert r.gap_pct <= 0.01 + 1e-9
+    return catalog.problem(workloads, tbl=TABLE, regions=REGIONS, rtt=USER_RTT, time_limit_s=5)
 
 
 def wl(name: str = "api", **kw: object) -> Workload:

@@ -19,7 +19,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 def test_a_new_highs_model_prints_no_banner() -> None:
     r = _run(
         """
-        from broker.solver.quiet_highs import QuietHighs
+        from broker.solver.model.quiet_highs import QuietHighs
         h = QuietHighs()
         h.addVar(0.0, 1.0)
         h.run()

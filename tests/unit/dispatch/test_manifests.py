@@ -18,18 +18,7 @@ from broker.dispatch.manifests import (
 )
 from broker.dispatch.schema import check_bundles, problems
 from broker.errors import InvalidRequest
-
-
-def _assign(workload: str, pool: str, replicas: int, cost: float = 1.0) -> dict[str, Any]:
-    site = pool.split("/", 1)[0]
-    return {
-        "workload": workload,
-        "pool": pool,
-        "site": site,
-        "replicas": replicas,
-        "explanation": {"cost_per_hour": cost},
-    }
-
+from tests.placements import assignment, placement
 
 REQUEST = {
     "name": "shop",
@@ -38,15 +27,16 @@ REQUEST = {
         {"name": "trainer", "replicas": 2, "cpu": 8, "memory_gib": 60, "gpus": 0.5},
     ],
 }
-PLACEMENT = {
-    "id": "pl_06H3DDDSJBAFN1A4744KMS3Z1M",
-    "name": "shop rollout",
-    "assignments": [
-        _assign("Checkout API", "aws:eu-central-1/m7g.large/spot", 3, 0.12),
-        _assign("Checkout API", "gcp:europe-west1/n2-standard-2/spot", 2, 0.05),
-        _assign("trainer", "azure:westeurope/Standard_NC4as_T4_v3/spot", 2, 0.4),
+PLACEMENT = placement(
+    [
+        assignment("Checkout API", "aws:eu-central-1/m7g.large/spot", 3, 0.12),
+        assignment("Checkout API", "gcp:europe-west1/n2-standard-2/spot", 2, 0.05),
+        assignment("trainer", "azure:westeurope/Standard_NC4as_T4_v3/spot", 2, 0.4),
     ],
-}
+    request=REQUEST,
+    id="pl_06H3DDDSJBAFN1A4744KMS3Z1M",
+    name="shop rollout",
+)
 TARGETS = {
     "aws:eu-central-1": [Target("fra-a", "aws:eu-central-1", "shop"), Target("fra-b", "aws:eu-central-1", "shop")],
     "gcp:europe-west1": [Target("bru", "gcp:europe-west1", "shop")],
@@ -104,7 +94,7 @@ def test_pool_parts_keeps_dots_and_colons() -> None:
 
 
 def test_bundles_match_the_placement_and_validate_strictly() -> None:
-    bundles = build_bundles(PLACEMENT, REQUEST, TARGETS, pool_arch=ARCH)
+    bundles = build_bundles(PLACEMENT, TARGETS, pool_arch=ARCH)
     assert [b.cluster for b in bundles] == ["ams", "bru", "fra-a", "fra-b"]
     assert total_replicas(bundles) == {"Checkout API": 5, "trainer": 2}
     by_cluster = {b.cluster: b for b in bundles}
@@ -116,7 +106,7 @@ def test_bundles_match_the_placement_and_validate_strictly() -> None:
             assert m["metadata"]["namespace"] == b.namespace
             pod = m["spec"]["template"]
             assert set(m["spec"]["selector"]["matchLabels"].items()) <= set(pod["metadata"]["labels"].items())
-            assert m["metadata"]["annotations"][f"{PREFIX}/placement-id"] == PLACEMENT["id"]
+            assert m["metadata"]["annotations"][f"{PREFIX}/placement-id"] == PLACEMENT.id
     fra = by_cluster["fra-a"].manifests[0]
     sel = fra["spec"]["template"]["spec"]["nodeSelector"]
     assert sel["kubernetes.io/arch"] == "arm64" and sel["karpenter.sh/capacity-type"] == "spot"
@@ -131,7 +121,7 @@ def test_bundles_match_the_placement_and_validate_strictly() -> None:
 def test_a_site_without_cluster_is_a_clear_error() -> None:
     targets = {k: v for k, v in TARGETS.items() if k != "gcp:europe-west1"}
     with pytest.raises(InvalidRequest) as exc:
-        build_bundles(PLACEMENT, REQUEST, targets)
+        build_bundles(PLACEMENT, targets)
     assert exc.value.errors == [
         {"loc": ["assignments", 1, "site"], "msg": "no cluster is registered for site 'gcp:europe-west1'"}
     ]
@@ -157,7 +147,7 @@ spec:
 
 
 def test_template_keeps_user_fields_and_imposes_the_brokers() -> None:
-    bundles = build_bundles(PLACEMENT, REQUEST, TARGETS, templates={"Checkout API": TEMPLATE})
+    bundles = build_bundles(PLACEMENT, TARGETS, templates={"Checkout API": TEMPLATE})
     m = next(b for b in bundles if b.cluster == "bru").manifests[0]
     c = m["spec"]["template"]["spec"]["containers"][0]
     assert c["image"] == "ghcr.io/acme/checkout:1.4"
@@ -180,7 +170,7 @@ def test_template_keeps_user_fields_and_imposes_the_brokers() -> None:
 )
 def test_bad_templates_are_rejected_with_the_reason(template: str, needle: str) -> None:
     with pytest.raises(InvalidRequest) as exc:
-        check_bundles(build_bundles(PLACEMENT, REQUEST, TARGETS, templates={"Checkout API": template}))
+        check_bundles(build_bundles(PLACEMENT, TARGETS, templates={"Checkout API": template}))
     text = exc.value.detail + " ".join(str(e["msg"]) for e in exc.value.errors)
     assert needle in text
     assert all(e["loc"][:3] == ["body", "templates", "Checkout API"] for e in exc.value.errors)
@@ -188,7 +178,7 @@ def test_bad_templates_are_rejected_with_the_reason(template: str, needle: str) 
 
 def test_templates_and_images_for_unknown_workloads_are_rejected() -> None:
     with pytest.raises(InvalidRequest) as exc:
-        build_bundles(PLACEMENT, REQUEST, TARGETS, images={"ghost": "x"})
+        build_bundles(PLACEMENT, TARGETS, images={"ghost": "x"})
     assert exc.value.errors[0]["loc"] == ["body", "images", "ghost"]
 
 
@@ -247,8 +237,8 @@ def test_cached_validator_agrees_with_kubernetes_validate(path: tuple[Any, ...],
 )
 def test_capacity_labels_say_what_the_capacity_is(pool: str, label: str, karpenter: str | None) -> None:
     site = pool.split("/", 1)[0]
-    placement = {"id": "pl_1", "name": "shop", "assignments": [_assign("trainer", pool, 1, 0.1)]}
-    [bundle] = build_bundles(placement, REQUEST, {site: [Target("c1", site, "shop")]})
+    one = placement([assignment("trainer", pool, 1, 0.1)], request=REQUEST, id="pl_1", name="shop")
+    [bundle] = build_bundles(one, {site: [Target("c1", site, "shop")]})
     [m] = bundle.manifests
     assert m["metadata"]["labels"][f"{PREFIX}/capacity-type"] == label
     pod = m["spec"]["template"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from broker.core.domain import NodeAllocation
 from broker.finops.focus import (
     CHARGE_CATEGORIES,
     COLUMN_NAMES,
@@ -22,6 +24,7 @@ from broker.finops.focus import (
 )
 from broker.finops.focus_io import focus_schema, to_csv, to_parquet
 from broker.finops.ledger import LedgerEntry, entry_from_placement, items_from_placement
+from tests.placements import assignment, placement
 
 T0 = datetime(2026, 11, 30, 18, tzinfo=UTC)
 
@@ -41,30 +44,32 @@ FOCUS_12_MANDATORY = {
 ARROW = {"Decimal": pa.types.is_decimal, "String": pa.types.is_string, "JSON": pa.types.is_string,
          "DateTime": pa.types.is_timestamp}  # fmt: skip
 
-RESULT = {
-    "cost_per_hour": 1.0,
-    "baseline": {"policy": "greedy-cheapest-fit", "cost_per_hour": 2.0},
-    "egress_cost_per_hour": 0.1,
-    "nodes": [
-        {"pool": "aws:eu-central-1/m6i.xlarge/spot", "count": 2, "cost_per_hour": 0.4},
-        {"pool": "azure:westeurope/D4s/ondemand", "count": 1, "cost_per_hour": 0.2},
-        {"pool": "private:fra-dc1/r740/reserved", "count": 1, "cost_per_hour": 0.2},
-    ],
-    "assignments": [
-        {"workload": "a", "pool": "aws:eu-central-1/m6i.xlarge/spot", "site": "aws:eu-central-1", "replicas": 4,
-         "explanation": {"cost_per_hour": 0.4, "cost_breakdown": {"compute": 0.4, "storage": 0.0}}},
-        {"workload": "b", "pool": "azure:westeurope/D4s/ondemand", "site": "azure:westeurope", "replicas": 1,
-         "explanation": {"cost_per_hour": 0.3, "cost_breakdown": {"compute": 0.2, "storage": 0.1}}},
-        {"workload": "b", "pool": "private:fra-dc1/r740/reserved", "site": "private:fra-dc1", "replicas": 1,
-         "explanation": {"cost_per_hour": 0.2, "cost_breakdown": {"compute": 0.2, "storage": 0.0}}},
-    ],
-}  # fmt: skip
 REQUEST = {"workloads": [{"name": "a", "labels": {"team": "web"}}, {"name": "b", "storage_gib": 50}]}
+PLACEMENT = placement(
+    [
+        assignment("a", "aws:eu-central-1/m6i.xlarge/spot", 4, 0.4, breakdown={"compute": 0.4, "storage": 0.0}),
+        assignment("b", "azure:westeurope/D4s/ondemand", 1, 0.3, breakdown={"compute": 0.2, "storage": 0.1}),
+        assignment("b", "private:fra-dc1/r740/reserved", 1, 0.2, breakdown={"compute": 0.2, "storage": 0.0}),
+    ],
+    nodes=[
+        ("aws:eu-central-1/m6i.xlarge/spot", 2, 0.4),
+        ("azure:westeurope/D4s/ondemand", 1, 0.2),
+        ("private:fra-dc1/r740/reserved", 1, 0.2),
+    ],
+    request=REQUEST,
+    cost_per_hour=1.0,
+    baseline_cost_per_hour=2.0,
+    egress_cost_per_hour=0.1,
+    id="pl_1",
+    tenant="acme",
+    name="svc",
+    created_at=T0,
+)
 
 
 def _rows(hours: float = 30.0) -> tuple[LedgerEntry, list[dict[str, object]]]:
-    e = entry_from_placement(placement_id="pl_1", tenant="acme", name="svc", created_at=T0, result=RESULT)
-    items = items_from_placement(e, RESULT, REQUEST, lambda p: 0.5 if "m6i" in p else None)
+    e = entry_from_placement(PLACEMENT)
+    items = items_from_placement(e, PLACEMENT, lambda p: 0.5 if "m6i" in p else None)
     return e, focus_rows([e], items, start=T0 - timedelta(days=1), end=T0 + timedelta(hours=hours))
 
 
@@ -158,7 +163,7 @@ def test_parquet_and_csv_carry_the_focus_columns_and_types() -> None:
 def test_no_rows_for_an_empty_window() -> None:
     _e, rows = _rows()
     assert rows
-    e = entry_from_placement(placement_id="p", tenant="t", name="n", created_at=T0, result=RESULT)
+    e = entry_from_placement(replace(PLACEMENT, id="p", tenant="t", name="n"))
     assert focus_rows([e], [], start=T0, end=T0 + timedelta(days=1)) == []
     assert to_csv([]).decode().strip().split(",")[0] == '"AvailabilityZone"'
 
@@ -166,27 +171,20 @@ def test_no_rows_for_an_empty_window() -> None:
 def test_contracted_prices_exclude_the_commitment_discount() -> None:
     """FOCUS 1.2: ContractedUnitPrice includes negotiated discounts but not commitment discounts,
     and ContractedCost = ContractedUnitPrice x PricingQuantity; EffectiveCost keeps the discount."""
-    result = {
-        **RESULT,
-        "nodes": [
-            *RESULT["nodes"],
-            {"pool": "aws:eu-central-1/m6i.xlarge/reserved", "count": 1, "cost_per_hour": 0.12},
-        ],
-    }  # type: ignore[list-item]
-    result["assignments"] = [
-        *RESULT["assignments"],
-        {
-            "workload": "a",
-            "pool": "aws:eu-central-1/m6i.xlarge/reserved",
-            "site": "aws:eu-central-1",
-            "replicas": 1,
-            "explanation": {"cost_per_hour": 0.12, "cost_breakdown": {"compute": 0.12, "storage": 0.0}},
-        },
-    ]  # type: ignore[list-item]
-    e = entry_from_placement(placement_id="pl_1", tenant="acme", name="svc", created_at=T0, result=result)
-    items = items_from_placement(e, result, REQUEST, lambda p: 0.2 if "m6i" in p else None)  # on demand: 0.2
+    ri_pool = "aws:eu-central-1/m6i.xlarge/reserved"
+    p = replace(
+        PLACEMENT,
+        result=replace(
+            PLACEMENT.result,
+            nodes=(*PLACEMENT.result.nodes, NodeAllocation(ri_pool, 1, 0.12)),
+            assignments=(*PLACEMENT.result.assignments, assignment("a", ri_pool, 1, 0.12, breakdown={"compute": 0.12})),
+            cost_per_hour=1.12,
+        ),
+    )
+    e = entry_from_placement(p)
+    items = items_from_placement(e, p, lambda pool: 0.2 if "m6i" in pool else None)  # on demand: 0.2
     rows = focus_rows([e], items, start=T0 - timedelta(days=1), end=T0 + timedelta(hours=30))
-    ri = [r for r in rows if r["SkuPriceId"] == "aws:eu-central-1/m6i.xlarge/reserved"]
+    ri = [r for r in rows if r["SkuPriceId"] == ri_pool]
     assert ri
     for r in ri:
         assert r["PricingCategory"] == "Committed"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from broker.core.domain import Baseline
 from broker.finops.ledger import (
     EGRESS,
     NO_TEAM,
@@ -16,32 +18,33 @@ from broker.finops.ledger import (
     series,
     summarize,
 )
+from tests.placements import assignment, placement
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
-RESULT = {
-    "cost_per_hour": 1.45,
-    "baseline": {"policy": "greedy-cheapest-fit", "cost_per_hour": 2.7},
-    "egress_cost_per_hour": 0.05,
-    "nodes": [
-        {"pool": "aws:eu-central-1/m6i.xlarge/spot", "count": 2, "cost_per_hour": 0.6},
-        {"pool": "gcp:europe-west1/e2-standard-4/ondemand", "count": 1, "cost_per_hour": 0.5},
-    ],
-    "assignments": [
-        {"workload": "api", "pool": "aws:eu-central-1/m6i.xlarge/spot", "site": "aws:eu-central-1", "replicas": 3,
-         "explanation": {"cost_per_hour": 0.4, "cost_breakdown": {"compute": 0.3, "storage": 0.1}}},
-        {"workload": "db", "pool": "aws:eu-central-1/m6i.xlarge/spot", "site": "aws:eu-central-1", "replicas": 1,
-         "explanation": {"cost_per_hour": 0.4, "cost_breakdown": {"compute": 0.3, "storage": 0.1}}},
-        {"workload": "db", "pool": "gcp:europe-west1/e2-standard-4/ondemand", "site": "gcp:europe-west1",
-         "replicas": 1, "explanation": {"cost_per_hour": 0.6, "cost_breakdown": {"compute": 0.5, "storage": 0.1}}},
-    ],
-}  # fmt: skip
 REQUEST = {
     "workloads": [
         {"name": "api", "storage_gib": 10, "labels": {"team": "payments"}},
         {"name": "db", "storage_gib": 100},
     ]
 }
+SPOT, ONDEMAND = "aws:eu-central-1/m6i.xlarge/spot", "gcp:europe-west1/e2-standard-4/ondemand"
+PLACEMENT = placement(
+    [
+        assignment("api", SPOT, 3, 0.4, breakdown={"compute": 0.3, "storage": 0.1}),
+        assignment("db", SPOT, 1, 0.4, breakdown={"compute": 0.3, "storage": 0.1}),
+        assignment("db", ONDEMAND, 1, 0.6, breakdown={"compute": 0.5, "storage": 0.1}),
+    ],
+    nodes=[(SPOT, 2, 0.6), (ONDEMAND, 1, 0.5)],
+    request=REQUEST,
+    cost_per_hour=1.45,
+    baseline_cost_per_hour=2.7,
+    egress_cost_per_hour=0.05,
+    id="pl_1",
+    tenant="t",
+    name="svc",
+    created_at=T0,
+)
 
 
 def _entry(pid: str = "pl_1", name: str = "svc", hours_ago: float = 10.0, **kw: object) -> LedgerEntry:
@@ -52,8 +55,8 @@ def _entry(pid: str = "pl_1", name: str = "svc", hours_ago: float = 10.0, **kw: 
 
 
 def test_items_add_up_to_the_plan_and_allocate_the_baseline() -> None:
-    entry = entry_from_placement(placement_id="pl_1", tenant="t", name="svc", created_at=T0, result=RESULT)
-    items = items_from_placement(entry, RESULT, REQUEST, lambda p: 0.4 if p.endswith("/spot") else None)
+    entry = entry_from_placement(PLACEMENT)
+    items = items_from_placement(entry, PLACEMENT, lambda p: 0.4 if p.endswith("/spot") else None)
     assert sum(i.cost_per_hour for i in items) == pytest.approx(1.45)  # nodes 1.1 + storage 0.3 + egress
     assert sum(i.baseline_cost_per_hour for i in items) == pytest.approx(2.7)
     compute = [i for i in items if i.kind == "compute"]
@@ -73,8 +76,8 @@ def test_items_add_up_to_the_plan_and_allocate_the_baseline() -> None:
 
 
 def test_a_placement_without_baseline_saves_nothing() -> None:
-    doc = {**RESULT, "baseline": {"policy": "greedy-cheapest-fit", "cost_per_hour": None}}
-    e = entry_from_placement(placement_id="p", tenant="t", name="n", created_at=T0, result=doc)
+    no_baseline = replace(PLACEMENT.result, baseline=Baseline("greedy-cheapest-fit", None))
+    e = entry_from_placement(replace(PLACEMENT, result=no_baseline))
     assert (e.has_baseline, e.savings_per_hour) == (False, 0.0)
 
 
@@ -110,21 +113,24 @@ def test_summarize_accrues_over_the_window_and_reports_the_current_run_rate() ->
     new = _entry("new", hours_ago=24, cost_per_hour=2.0, baseline_cost_per_hour=3.0)
     items = []
     for e in (old, new):
+        no_egress = replace(PLACEMENT.result, cost_per_hour=e.cost_per_hour, egress_cost_per_hour=0.0)
         items += items_from_placement(
             LedgerEntry(e.placement_id, "t", "svc", e.created_at, e.superseded_at, e.cost_per_hour,
                         e.baseline_cost_per_hour, True),
-            {**RESULT, "cost_per_hour": e.cost_per_hour, "egress_cost_per_hour": 0.0}, REQUEST,
+            replace(PLACEMENT, result=no_egress),
         )  # fmt: skip
     start, end = T0 - timedelta(hours=36), T0
     totals, groups = summarize([old, new], items, group_by="provider", start=start, end=end)
     # old: 12 h in window; new: 24 h
     old_items = sum(i.cost_per_hour for i in items if i.placement_id == "old")
     new_items = sum(i.cost_per_hour for i in items if i.placement_id == "new")
-    assert totals["cost"] == pytest.approx(old_items * 12 + new_items * 24, abs=1e-3)
-    assert totals["cost_per_hour"] == pytest.approx(new_items, abs=1e-6)  # only "new" is current at the end
-    assert totals["placements"] == 2
-    assert sum(g["cost"] for g in groups) == pytest.approx(totals["cost"], abs=1e-3)
-    assert {g["key"] for g in groups} == {"aws", "gcp"}
+    assert totals.cost == pytest.approx(old_items * 12 + new_items * 24, abs=1e-9)
+    assert totals.cost_per_hour == pytest.approx(new_items, abs=1e-9)  # only "new" is current at the end
+    assert totals.placements == 2
+    assert sum(g.figures.cost for g in groups) == pytest.approx(totals.cost, abs=1e-9)
+    costs = [g.figures.cost for g in groups]
+    assert costs == sorted(costs, reverse=True)  # dearest first
+    assert {g.key for g in groups} == {"aws", "gcp"}
 
 
 def test_series_buckets_add_up_to_the_accrued_total() -> None:
@@ -133,6 +139,6 @@ def test_series_buckets_add_up_to_the_accrued_total() -> None:
     pts = series(entries, start=start, end=end, step=timedelta(days=1))
     assert len(pts) == 3
     expected = sum(e.cost_per_hour * e.active_hours(start, end) for e in entries)
-    assert sum(p["cost"] for p in pts) == pytest.approx(expected, abs=1e-3)
-    assert pts[0]["cost"] == pytest.approx(2.0)  # only "a", for its first 2 hours
-    assert all(p["savings"] == pytest.approx(p["baseline_cost"] - p["cost"], abs=1e-3) for p in pts)
+    assert sum(p.cost for p in pts) == pytest.approx(expected, abs=1e-9)
+    assert pts[0].cost == pytest.approx(2.0)  # only "a", for its first 2 hours
+    assert [p.start for p in pts] == [start + timedelta(days=d) for d in range(3)]

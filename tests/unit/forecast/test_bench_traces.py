@@ -30,6 +30,7 @@ def write_traces(root: Path) -> None:
             "cpu_cores": [8] * 4 + [1] * 4,
             "cpu_capacity_mhz": [20_800.0] * 4 + [2_600.0] * 4,
             "cpu_usage_pct": [50.0, 25.0, 100.0, 0.0, 50.0, 10.0, 20.0, 30.0],
+            "mem_usage_kb": [1024.0**2] * 4 + [512.0 * 1024] * 4,
         }
     ).to_csv(root / "traces" / "bitbrains_rnd_2013-08_5min.csv.gz", index=False)
     pd.DataFrame(
@@ -52,3 +53,10 @@ def test_azure_has_no_capacity_and_stays_in_percent(tmp_path: Path) -> None:
     write_traces(tmp_path)
     panel = bench().load(tmp_path, "azure")
     np.testing.assert_allclose(panel.values[0], [5.0, 6.0, 7.0])
+
+
+def test_bitbrains_memory_is_read_in_gib(tmp_path: Path) -> None:
+    write_traces(tmp_path)
+    panel = bench().load(tmp_path, "bitbrains_memory")
+    np.testing.assert_allclose(panel.values[0], [1.0] * 4)
+    np.testing.assert_allclose(panel.values[1], [0.5] * 4)

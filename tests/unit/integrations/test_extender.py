@@ -11,7 +11,12 @@ from broker.integrations import extender
 
 
 def node(name: str, *, provider_id: str = "aws:///eu-central-1a/i-1", **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels}, "spec": {"providerID": provider_id}}
+    site = labels.pop("placement-broker.dev/site", None)  # the one annotation a node may carry for the broker
+    annotations = {"placement-broker.dev/site": site} if site else {}
+    return {
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"providerID": provider_id},
+    }
 
 
 def pod(cpu: str = "1", memory: str = "2Gi", **annotations: str) -> dict[str, Any]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from broker.integrations import karmada
+from tests.placements import assignment
 
 ASSIGN = [
-    {"workload": "api", "site": "aws:eu-central-1", "replicas": 4},
-    {"workload": "api", "site": "azure:westeurope", "replicas": 2},
-    {"workload": "api", "site": "aws:eu-central-1", "replicas": 1},
-    {"workload": "db", "site": "azure:westeurope", "replicas": 3},
+    assignment("api", "aws:eu-central-1/m6i.large/ondemand", 4),
+    assignment("api", "azure:westeurope/Standard_D2s_v5/ondemand", 2),
+    assignment("api", "aws:eu-central-1/m6i.xlarge/spot", 1),
+    assignment("db", "azure:westeurope/Standard_D4s_v5/ondemand", 3),
 ]
 
 

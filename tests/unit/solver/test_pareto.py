@@ -5,8 +5,8 @@ from __future__ import annotations
 from broker.core.domain import UserRegion, Workload
 from broker.solver.pareto import pareto_fronts
 
-from .checks import assert_valid
-from .synthetic import problem
+from .support.catalog import problem
+from .support.checks import assert_valid
 
 # RTT from each synthetic site to the two user regions: EU sites near EU users, US sites near US users
 RTT = {"eu": [8.0, 12.0, 95.0, 100.0, 2.0], "us": [92.0, 98.0, 6.0, 15.0, 94.0]}

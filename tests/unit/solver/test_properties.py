@@ -10,8 +10,8 @@ from broker.core.domain import Arch, CapacityType, Dependency, Workload
 from broker.errors import Infeasible
 from broker.solver import solve
 
-from .checks import assert_valid
-from .synthetic import GDPR, US_ONLY, problem, table
+from .support.catalog import GDPR, US_ONLY, problem, table
+from .support.checks import assert_valid
 
 TABLE = table(owned_nodes=2)
 

@@ -9,8 +9,8 @@ import pytest
 from broker.core.domain import Workload
 from broker.solver import solve
 
-from .checks import assert_valid
-from .synthetic import problem
+from .support.catalog import problem
+from .support.checks import assert_valid
 
 # running now on the dearest site's on-demand medium nodes (1.1 x the cheapest site's price)
 CURRENT = (("api", "aws:eu-central-1/medium/ondemand", 4),)

@@ -1,0 +1,100 @@
+"""Fleet simulations: `POST /v1/simulations` queues a replay of a fleet under several policies."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from api.deps import get_broker, get_tenant
+from api.routes.admin import get_jobs
+from broker.app import Broker
+from broker.jobs.queue import JobQueue
+from broker.jobs.simulations import DEFAULT_POLICIES, SimulationService
+
+router = APIRouter(prefix="/v1", tags=["simulations"])
+_PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class SimulationIn(BaseModel):
+    fleet: dict[str, Any] = Field(description="a fleet document (docs/simulate.md); `traces` is not accepted here")
+    policies: list[str] = Field(default_factory=lambda: list(DEFAULT_POLICIES), min_length=1, max_length=20)
+    days: float | None = Field(None, gt=0, le=366, description="default: the fleet's `days`")
+    seed: int | None = Field(None, description="default: the fleet's `seed`")
+
+
+class SimulationOut(BaseModel):
+    id: str
+    name: str
+    status: Status
+    progress: float = Field(description="share of every policy's steps replayed, 0 to 1")
+    progress_detail: str
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    policies: list[str]
+    days: float | None
+    seed: int | None
+    error: dict[str, Any] | None = None
+    job_id: str | None = Field(None, description="the job that runs it (answer to POST only)")
+    summary: list[dict[str, Any]] | None = Field(
+        None, description="one row per policy once succeeded: spend, utilisation, starved, unavailable, ..."
+    )
+    series: dict[str, Any] | None = Field(None, description="per policy: hour and per-step figures for plots")
+    events: list[dict[str, Any]] | None = None
+
+
+class SimulationPage(BaseModel):
+    items: list[SimulationOut]
+    total: int
+    limit: int
+    offset: int
+
+
+@router.post(
+    "/simulations",
+    status_code=202,
+    response_model=SimulationOut,
+    responses={422: _PROBLEM},
+    summary="Queue a fleet simulation; poll GET /v1/simulations/{id}",
+)
+def create_simulation(
+    body: SimulationIn,
+    tenant: Annotated[str, Depends(get_tenant)],
+    broker: Annotated[Broker, Depends(get_broker)],
+    jobs: Annotated[JobQueue, Depends(get_jobs)],
+) -> JSONResponse:
+    sim, job_id = SimulationService(broker).create(
+        body.fleet, tenant=tenant, policies=body.policies, days=body.days, seed=body.seed
+    )
+    jobs.enqueue(job_id)
+    doc = SimulationOut(**sim, job_id=job_id).model_dump(mode="json")
+    return JSONResponse(doc, status_code=202, headers={"Location": f"/v1/simulations/{sim['id']}"})
+
+
+@router.get("/simulations", response_model=SimulationPage)
+def list_simulations(
+    tenant: Annotated[str, Depends(get_tenant)],
+    broker: Annotated[Broker, Depends(get_broker)],
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> SimulationPage:
+    items, total = SimulationService(broker).list(tenant=tenant, limit=limit, offset=offset)
+    return SimulationPage(items=[SimulationOut(**i) for i in items], total=total, limit=limit, offset=offset)
+
+
+@router.get("/simulations/{sim_id}", response_model=SimulationOut, responses={404: _PROBLEM})
+def get_simulation(
+    sim_id: str, tenant: Annotated[str, Depends(get_tenant)], broker: Annotated[Broker, Depends(get_broker)]
+) -> dict[str, Any]:
+    return SimulationService(broker).get(sim_id, tenant=tenant)
+
+
+@router.post("/simulations/{sim_id}/cancel", response_model=SimulationOut, responses={404: _PROBLEM, 409: _PROBLEM})
+def cancel_simulation(
+    sim_id: str, tenant: Annotated[str, Depends(get_tenant)], broker: Annotated[Broker, Depends(get_broker)]
+) -> dict[str, Any]:
+    return SimulationService(broker).cancel(sim_id, tenant=tenant)

@@ -1,0 +1,144 @@
+"""Fleet simulation bench: one figure per line per policy, and the issue's targets checked.
+
+    python bench/simulate.py                          # the shipped fleet, its default length
+    python bench/simulate.py --days 7 --out /tmp/sim  # a week, results written as CSV + Parquet
+    python bench/simulate.py --scale 5000             # ~5,000 workloads made from the shipped ones
+
+`--scale N` builds a bigger fleet from examples/fleet.yaml: its workloads repeated until there
+are N, each copy on another trace series drawn (seeded) from the bundled traces. Figures go to
+docs/simulate.md with the command and the date; none are kept in code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from broker.settings import Settings  # noqa: E402
+from broker.simulate.fleet import parse_fleet  # noqa: E402
+from broker.simulate.load import read_document, snapshot_parts, traces  # noqa: E402
+from broker.simulate.metrics import SUMMARY_COLUMNS, summary  # noqa: E402
+from broker.simulate.run import run_simulation  # noqa: E402
+from broker.solver_runtime import solver_options  # noqa: E402
+from pricing.traces import series_ids  # noqa: E402
+
+POLICIES = ["kube-default", "cheapest-fit", "karpenter-like", "broker"]
+
+
+def scaled(doc: dict[str, Any], n: int, seed: int) -> dict[str, Any]:
+    """The fleet's workloads repeated up to `n`, each copy on a series drawn from the traces."""
+    rng = np.random.default_rng(seed)
+    ids = series_ids()
+    base = doc["workloads"]
+    out = copy.deepcopy(doc)
+    out["name"] = f"{doc['name']}-x{n}"
+    workloads = []
+    for i in range(n):
+        copy_no, w = divmod(i, len(base))
+        w = copy.deepcopy(base[w])
+        suffix = f"-c{copy_no}" if copy_no else ""
+        w["name"] += suffix
+        for d in w.get("depends_on", []):
+            d["workload"] += suffix
+        if copy_no:
+            w["usage"] = {**w["usage"], "series": str(rng.choice(ids))}
+        workloads.append(w)
+    names = {w["name"] for w in workloads}
+    for w in workloads:  # a copy whose dependency was not copied (n not a multiple) keeps none
+        w["depends_on"] = [d for d in w.get("depends_on", []) if d["workload"] in names]
+    out["workloads"] = workloads
+    surge = out.get("events", {}).get("surge")
+    if surge and surge.get("workloads"):
+        wanted = {s for s in surge["workloads"]}
+        surge["workloads"] = [w["name"] for w in workloads if w["name"].split("-c")[0] in wanted]
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def targets(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The issue's done-when figures, each with what was measured (no tuning to them)."""
+    out: list[str] = []
+    b, k = rows.get("broker"), rows.get("kube-default")
+    if b and k:
+        spend = b["spend_usd"] / k["spend_usd"]
+        util = b["cpu_utilisation"] / k["cpu_utilisation"] if k["cpu_utilisation"] else float("nan")
+        out.append(f"target broker/kube-default spend_ratio {spend:.3f} (<= 0.65: {_met(spend <= 0.65)})")
+        out.append(f"target broker/kube-default cpu_utilisation_ratio {util:.3f} (>= 1.27: {_met(util >= 1.27)})")
+        lat = b["sched_latency_p50_s"] < k["sched_latency_p50_s"]
+        out.append(
+            f"target broker/kube-default sched_latency_p50_s {b['sched_latency_p50_s']} vs {k['sched_latency_p50_s']}"
+            f" (lower: {'met' if lat else 'NOT met'})"
+        )
+        starved = b["starved_pct_of_used"]
+        out.append(f"target broker starved_pct_of_used {starved:.4f} (< 0.1: {'met' if starved < 0.1 else 'NOT met'})")
+    for other in ("karpenter-like", "cheapest-fit"):
+        o = rows.get(other)
+        if b and o:
+            ok = (
+                b["spend_usd"] < o["spend_usd"]
+                and b["starved_core_min"] <= o["starved_core_min"]
+                and b["unavailable_replica_min"] <= o["unavailable_replica_min"]
+            )
+            out.append(
+                f"target broker/{other} spend {b['spend_usd']} vs {o['spend_usd']}, starved {b['starved_core_min']} vs "
+                f"{o['starved_core_min']}, unavailable {b['unavailable_replica_min']} vs {o['unavailable_replica_min']}"
+                f" (lower spend, no more starved or unavailable: {'met' if ok else 'NOT met'})"
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fleet", type=Path, default=ROOT / "examples" / "fleet.yaml")
+    ap.add_argument("--days", type=float, default=None)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--scale", type=int, default=0, help="workloads in a scaled copy of the fleet")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    doc = read_document(args.fleet)
+    if args.scale:
+        doc = scaled(doc, args.scale, seed=args.seed or 0)
+    fleet = parse_fleet(doc)
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    sim = run_simulation(
+        fleet,
+        snapshot_parts(fleet.sites),
+        traces(fleet.traces, args.fleet.parent),
+        policies=args.policies.split(","),
+        days=args.days,
+        seed=args.seed,
+        solver_options=solver_options(Settings()),  # as the CLI solves: MIPs in a child held to the limit
+    )
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    scenario = f"{fleet.name} workloads={len(fleet.workloads)} days={sim.days:g} seed={sim.fleet.seed}"
+    print(f"# {scenario} wall_s={wall:.1f} cpu_s={cpu:.1f}")
+    rows = {}
+    for run in sim.runs:
+        row = summary(run)
+        rows[run.policy] = row
+        for key in SUMMARY_COLUMNS[1:]:
+            print(f"{run.policy} {key} {row[key]}")
+    for line in targets(rows):
+        print(line)
+    if args.out is not None:
+        from broker.simulate.output import write_results
+
+        write_results(sim, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,498 @@
+"""Stored placements: a header row and one row per provisioned pool, assignment, budget and sizing.
+
+Each row class maps one domain entity of broker.core.placement both ways
+(`from_domain`, `to_domain`); nothing here knows the response documents. Small
+value collections of an entity (an assignment's latencies, binding constraints,
+cost breakdown; the header's warnings and rejection counts) are JSON columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ColumnElement,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+    false,
+    select,
+)
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+
+from broker.core.domain import Assignment, Baseline, Explanation, NodeAllocation, PlacementResult
+from broker.core.placement import (
+    BudgetFigure,
+    Placement,
+    PlacementSummary,
+    PoolPrice,
+    PriceSnapshot,
+    ResourceSizing,
+    SizingReport,
+    WorkloadSizing,
+)
+from broker.db.models import Base, utcnow
+
+
+def _parent() -> ForeignKey:
+    return ForeignKey("placements.id", ondelete="CASCADE")
+
+
+_CHUNK = 500
+
+
+def as_utc(dt: datetime) -> datetime:
+    """SQLite hands back naive datetimes for timezone-aware columns; they were stored as UTC."""
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+class PlacementPoolRow(Base):
+    """A provisioned pool: how many nodes, what they cost, the catalog price they were planned at."""
+
+    __tablename__ = "placement_pools"
+    placement_id: Mapped[str] = mapped_column(String(40), _parent(), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pool: Mapped[str] = mapped_column(String(300))
+    count: Mapped[int] = mapped_column(Integer)
+    cost_per_hour: Mapped[float] = mapped_column(Float)
+    # the price snapshot's entry for this pool (all NULL when the catalog did not price it)
+    price_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    price_source: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    price_as_of: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    price_stale: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+
+    @classmethod
+    def from_domain(cls, line: int, node: NodeAllocation, price: PoolPrice | None) -> PlacementPoolRow:
+        return cls(
+            line=line,
+            pool=node.pool,
+            count=node.count,
+            cost_per_hour=node.cost_per_hour,
+            price_per_hour=price.price_per_hour if price else None,
+            price_source=price.source if price else None,
+            price_as_of=price.as_of if price else None,
+            price_stale=price.stale if price else None,
+        )
+
+    @staticmethod
+    def to_domain(r: Any) -> NodeAllocation:
+        return NodeAllocation(pool=r.pool, count=r.count, cost_per_hour=r.cost_per_hour)
+
+    @staticmethod
+    def price(r: Any) -> PoolPrice | None:
+        if r.price_per_hour is None:
+            return None
+        return PoolPrice(
+            price_per_hour=r.price_per_hour,
+            source=str(r.price_source),
+            as_of=str(r.price_as_of),
+            stale=bool(r.price_stale),
+        )
+
+
+class PlacementAssignmentRow(Base):
+    """Replicas of one workload on one pool, with why they went there."""
+
+    __tablename__ = "placement_assignments"
+    placement_id: Mapped[str] = mapped_column(String(40), _parent(), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload: Mapped[str] = mapped_column(String(200))
+    pool: Mapped[str] = mapped_column(String(300))
+    site: Mapped[str] = mapped_column(String(200), index=True)
+    replicas: Mapped[int] = mapped_column(Integer)
+    latency_ms: Mapped[dict[str, float]] = mapped_column(JSON)  # user region -> RTT
+    latency_slo_margin_ms: Mapped[dict[str, float]] = mapped_column(JSON)  # user region -> SLO minus RTT
+    cost_per_hour: Mapped[float] = mapped_column(Float)
+    binding: Mapped[list[str]] = mapped_column(JSON)
+    next_best: Mapped[str | None] = mapped_column(Text, nullable=True)
+    next_best_extra_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cost_breakdown: Mapped[dict[str, float]] = mapped_column(JSON)  # compute, storage, ...
+    # a cheaper home passed over: {"pool", "saving_per_hour", "because"} (solver/answer/explain.py)
+    preferred_over: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+    @classmethod
+    def from_domain(cls, line: int, a: Assignment) -> PlacementAssignmentRow:
+        ex = a.explanation
+        return cls(
+            line=line,
+            workload=a.workload,
+            pool=a.pool,
+            site=a.site,
+            replicas=a.replicas,
+            latency_ms=dict(a.latency_ms),
+            latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
+            cost_per_hour=ex.cost_per_hour,
+            binding=list(ex.binding),
+            next_best=ex.next_best,
+            next_best_extra_per_hour=ex.next_best_extra_per_hour,
+            cost_breakdown=dict(ex.cost_breakdown),
+            preferred_over=None if ex.preferred_over is None else dict(ex.preferred_over),
+        )
+
+    @staticmethod
+    def to_domain(r: Any) -> Assignment:
+        return Assignment(
+            workload=r.workload,
+            pool=r.pool,
+            site=r.site,
+            replicas=r.replicas,
+            latency_ms=dict(r.latency_ms),
+            explanation=Explanation(
+                cost_per_hour=r.cost_per_hour,
+                binding=tuple(r.binding),
+                next_best=r.next_best,
+                next_best_extra_per_hour=r.next_best_extra_per_hour,
+                cost_breakdown=dict(r.cost_breakdown),
+                preferred_over=r.preferred_over,
+            ),
+            latency_slo_margin_ms=dict(r.latency_slo_margin_ms),
+        )
+
+
+class PlacementBudgetRow(Base):
+    __tablename__ = "placement_budgets"
+    placement_id: Mapped[str] = mapped_column(String(40), _parent(), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    team: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    monthly_usd: Mapped[float] = mapped_column(Float)
+    used: Mapped[float] = mapped_column(Float)
+    this_placement: Mapped[float] = mapped_column(Float)
+    projected: Mapped[float] = mapped_column(Float)
+    remaining: Mapped[float] = mapped_column(Float)
+    over: Mapped[bool] = mapped_column(Boolean)
+
+    @classmethod
+    def from_domain(cls, line: int, b: BudgetFigure) -> PlacementBudgetRow:
+        return cls(
+            line=line,
+            team=b.team,
+            monthly_usd=b.monthly_usd,
+            used=b.used,
+            this_placement=b.this_placement,
+            projected=b.projected,
+            remaining=b.remaining,
+            over=b.over,
+        )
+
+    @staticmethod
+    def to_domain(r: Any) -> BudgetFigure:
+        return BudgetFigure(
+            team=r.team,
+            monthly_usd=r.monthly_usd,
+            used=r.used,
+            this_placement=r.this_placement,
+            projected=r.projected,
+            remaining=r.remaining,
+            over=bool(r.over),
+        )
+
+
+class PlacementSizingResourceRow(Base):
+    __tablename__ = "placement_sizing_resources"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["placement_id", "line"],
+            ["placement_sizing.placement_id", "placement_sizing.line"],
+            ondelete="CASCADE",
+        ),
+    )
+    placement_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    metric: Mapped[str] = mapped_column(String(20), primary_key=True)  # cpu | memory_gib
+    declared: Mapped[float] = mapped_column(Float)
+    forecast: Mapped[float] = mapped_column(Float)
+    p50_peak: Mapped[float] = mapped_column(Float)
+    p95_peak: Mapped[float] = mapped_column(Float)
+    change_pct: Mapped[float] = mapped_column(Float)
+    method: Mapped[str] = mapped_column(String(80))
+    forecaster: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    backtest_mae: Mapped[float | None] = mapped_column(Float, nullable=True)
+    regime_shift: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+    @classmethod
+    def from_domain(cls, metric: str, r: ResourceSizing) -> PlacementSizingResourceRow:
+        return cls(
+            metric=metric,
+            declared=r.declared,
+            forecast=r.forecast,
+            p50_peak=r.p50_peak,
+            p95_peak=r.p95_peak,
+            change_pct=r.change_pct,
+            method=r.method,
+            forecaster=r.forecaster,
+            backtest_mae=r.backtest_mae,
+            regime_shift=r.regime_shift,
+        )
+
+    @staticmethod
+    def to_domain(r: Any) -> ResourceSizing:
+        return ResourceSizing(
+            declared=r.declared,
+            forecast=r.forecast,
+            p50_peak=r.p50_peak,
+            p95_peak=r.p95_peak,
+            change_pct=r.change_pct,
+            method=r.method,
+            forecaster=r.forecaster,
+            backtest_mae=r.backtest_mae,
+            regime_shift=bool(r.regime_shift),
+        )
+
+
+class PlacementSizingRow(Base):
+    """One workload of a placement's right-sizing report."""
+
+    __tablename__ = "placement_sizing"
+    placement_id: Mapped[str] = mapped_column(String(40), _parent(), primary_key=True)
+    line: Mapped[int] = mapped_column(Integer, primary_key=True)
+    workload: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(300))
+    model_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    horizon_hours: Mapped[float] = mapped_column(Float)
+    headroom_pct: Mapped[float] = mapped_column(Float)
+    warnings: Mapped[list[str]] = mapped_column(JSON)
+    resources: Mapped[list[PlacementSizingResourceRow]] = relationship(
+        cascade="all, delete-orphan", order_by=PlacementSizingResourceRow.metric, lazy="raise"
+    )
+
+    @classmethod
+    def from_domain(cls, line: int, w: WorkloadSizing) -> PlacementSizingRow:
+        return cls(
+            line=line,
+            workload=w.workload,
+            source=w.source,
+            model_version=w.model_version,
+            horizon_hours=w.horizon_hours,
+            headroom_pct=w.headroom_pct,
+            warnings=list(w.warnings),
+            resources=[PlacementSizingResourceRow.from_domain(m, r) for m, r in w.resources().items()],
+        )
+
+    @staticmethod
+    def to_domain(w: Any, resources: Sequence[Any]) -> WorkloadSizing:
+        by_metric = {r.metric: PlacementSizingResourceRow.to_domain(r) for r in resources}
+        return WorkloadSizing(
+            workload=w.workload,
+            source=w.source,
+            model_version=w.model_version,
+            horizon_hours=w.horizon_hours,
+            headroom_pct=w.headroom_pct,
+            cpu=by_metric.get("cpu"),
+            memory_gib=by_metric.get("memory_gib"),
+            warnings=tuple(w.warnings),
+        )
+
+
+class PlacementRow(Base):
+    """The header of a stored placement: its figures, and what it was asked."""
+
+    __tablename__ = "placements"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    tenant: Mapped[str] = mapped_column(String(80), default="default", index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    status: Mapped[str] = mapped_column(String(20))
+    objective_value: Mapped[float] = mapped_column(Float)
+    cost_per_hour: Mapped[float] = mapped_column(Float)
+    lower_bound_per_hour: Mapped[float] = mapped_column(Float)
+    gap_pct: Mapped[float] = mapped_column(Float)
+    baseline_policy: Mapped[str] = mapped_column(String(80))
+    baseline_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    savings_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
+    solve_ms: Mapped[int] = mapped_column(Integer)
+    egress_cost_per_hour: Mapped[float] = mapped_column(Float)
+    storage_cost_per_hour: Mapped[float] = mapped_column(Float)
+    latency_quantile: Mapped[str] = mapped_column(String(8))  # p50 | p95: the statistic of the latencies
+    rejected: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)  # workload -> reason -> pools
+    warnings: Mapped[list[str]] = mapped_column(JSON)
+    price_as_of: Mapped[dict[str, str]] = mapped_column(JSON)  # provider -> newest price date used
+    # the price snapshot's header; NULL: the placement has no snapshot
+    catalog_version: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    price_stale_after_days: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the right-sizing report's figures; sizing_cost_per_hour NULL: no report
+    sizing_declared_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sizing_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sizing_savings_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sizing_savings_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the request document as the client sent it (validated): a replan solves it again
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    pools: Mapped[list[PlacementPoolRow]] = relationship(
+        cascade="all, delete-orphan", order_by=PlacementPoolRow.line, lazy="raise"
+    )
+    assignments: Mapped[list[PlacementAssignmentRow]] = relationship(
+        cascade="all, delete-orphan", order_by=PlacementAssignmentRow.line, lazy="raise"
+    )
+    budgets: Mapped[list[PlacementBudgetRow]] = relationship(
+        cascade="all, delete-orphan", order_by=PlacementBudgetRow.line, lazy="raise"
+    )
+    sizing: Mapped[list[PlacementSizingRow]] = relationship(
+        cascade="all, delete-orphan", order_by=PlacementSizingRow.line, lazy="raise"
+    )
+
+    @classmethod
+    def from_domain(cls, p: Placement) -> PlacementRow:
+        if p.id is None or p.created_at is None:
+            raise ValueError("only a stored placement (with id and created_at) has rows")
+        r, prices, sizing = p.result, p.prices, p.rightsizing
+        return cls(
+            id=p.id,
+            name=p.name,
+            tenant=p.tenant,
+            created_at=p.created_at,
+            status=r.status,
+            objective_value=r.objective_value,
+            cost_per_hour=r.cost_per_hour,
+            lower_bound_per_hour=r.lower_bound_per_hour,
+            gap_pct=r.gap_pct,
+            baseline_policy=r.baseline.policy,
+            baseline_cost_per_hour=r.baseline.cost_per_hour,
+            savings_pct=r.savings_pct,
+            solve_ms=r.solve_ms,
+            egress_cost_per_hour=r.egress_cost_per_hour,
+            storage_cost_per_hour=r.storage_cost_per_hour,
+            latency_quantile=p.latency_quantile,
+            rejected={w: dict(v) for w, v in r.rejected.items()},
+            warnings=list(r.warnings),
+            price_as_of=dict(p.price_as_of),
+            catalog_version=prices.catalog_version if prices else None,
+            price_stale_after_days=prices.stale_after_days if prices else None,
+            sizing_declared_cost_per_hour=sizing.declared_cost_per_hour if sizing else None,
+            sizing_cost_per_hour=sizing.cost_per_hour if sizing else None,
+            sizing_savings_per_hour=sizing.savings_per_hour if sizing else None,
+            sizing_savings_pct=sizing.savings_pct if sizing else None,
+            request=dict(p.request),
+            pools=[
+                PlacementPoolRow.from_domain(i, n, prices.pools.get(n.pool) if prices else None)
+                for i, n in enumerate(r.nodes)
+            ],
+            assignments=[PlacementAssignmentRow.from_domain(i, a) for i, a in enumerate(r.assignments)],
+            budgets=[PlacementBudgetRow.from_domain(i, b) for i, b in enumerate(p.budget or ())],
+            sizing=[PlacementSizingRow.from_domain(i, w) for i, w in enumerate(sizing.workloads if sizing else ())],
+        )
+
+    @staticmethod
+    def to_domain(h: Any, children: Children) -> Placement:
+        """The placement of a header row and its child rows (ORM rows or plain result rows)."""
+        pools = children.pools
+        result = PlacementResult(
+            status=h.status,
+            objective_value=h.objective_value,
+            cost_per_hour=h.cost_per_hour,
+            lower_bound_per_hour=h.lower_bound_per_hour,
+            gap_pct=h.gap_pct,
+            baseline=Baseline(policy=h.baseline_policy, cost_per_hour=h.baseline_cost_per_hour),
+            savings_pct=h.savings_pct,
+            solve_ms=h.solve_ms,
+            nodes=tuple(PlacementPoolRow.to_domain(n) for n in pools),
+            assignments=tuple(PlacementAssignmentRow.to_domain(a) for a in children.assignments),
+            egress_cost_per_hour=h.egress_cost_per_hour,
+            storage_cost_per_hour=h.storage_cost_per_hour,
+            rejected={w: dict(v) for w, v in h.rejected.items()},
+            warnings=tuple(h.warnings),
+        )
+        prices = None
+        if h.catalog_version is not None:
+            priced = {n.pool: PlacementPoolRow.price(n) for n in pools}
+            prices = PriceSnapshot(
+                catalog_version=h.catalog_version,
+                stale_after_days=float(h.price_stale_after_days or 0.0),
+                pools={pool: price for pool, price in priced.items() if price is not None},
+            )
+        sizing = None
+        if h.sizing_cost_per_hour is not None:
+            sizing = SizingReport(
+                workloads=tuple(PlacementSizingRow.to_domain(w, res) for w, res in children.sizing),
+                declared_cost_per_hour=h.sizing_declared_cost_per_hour,
+                cost_per_hour=h.sizing_cost_per_hour,
+                savings_per_hour=h.sizing_savings_per_hour,
+                savings_pct=h.sizing_savings_pct,
+            )
+        return Placement(
+            name=h.name,
+            tenant=h.tenant,
+            result=result,
+            request=dict(h.request),
+            id=h.id,
+            created_at=as_utc(h.created_at),
+            latency_quantile=h.latency_quantile,
+            price_as_of=dict(h.price_as_of),
+            prices=prices,
+            rightsizing=sizing,
+            budget=tuple(PlacementBudgetRow.to_domain(b) for b in children.budgets) or None,
+        )
+
+    def children(self) -> Children:
+        """This ORM row's children as to_domain takes them (the relationships must be loaded)."""
+        return Children(
+            list(self.pools), list(self.assignments), list(self.budgets), [(w, list(w.resources)) for w in self.sizing]
+        )
+
+    @staticmethod
+    def summary(h: Any) -> PlacementSummary:
+        return PlacementSummary(
+            id=h.id,
+            name=h.name,
+            created_at=as_utc(h.created_at),
+            status=h.status,
+            cost_per_hour=h.cost_per_hour,
+            baseline_cost_per_hour=h.baseline_cost_per_hour,
+            savings_pct=h.savings_pct,
+        )
+
+
+Index("ix_placements_tenant_created", PlacementRow.tenant, PlacementRow.created_at)
+
+
+@dataclass
+class Children:
+    """A placement's child rows, each list in line order (sizing: each workload with its resources)."""
+
+    pools: list[Any] = field(default_factory=list)
+    assignments: list[Any] = field(default_factory=list)
+    budgets: list[Any] = field(default_factory=list)
+    sizing: list[tuple[Any, list[Any]]] = field(default_factory=list)
+
+
+def _child_rows(session: Session, table: Any, ids: list[str], *order: str) -> Sequence[Any]:
+    t = table.__table__
+    q = select(t).where(t.c.placement_id.in_(ids)).order_by(t.c.placement_id, *(t.c[o] for o in order))
+    return session.execute(q).all()
+
+
+def load_placements(session: Session, *where: ColumnElement[bool]) -> list[Placement]:
+    """The placements whose header matches `where`, in header-id order.
+
+    Read as plain rows, not ORM objects: the ledger's first sync reads thousands of
+    placements, and building ORM instances of their pools and assignments was most of it.
+    """
+    header = PlacementRow.__table__
+    heads = session.execute(select(header).where(*where).order_by(header.c.id)).all()
+    out: list[Placement] = []
+    for i in range(0, len(heads), _CHUNK):
+        chunk = heads[i : i + _CHUNK]
+        ids = [h.id for h in chunk]
+        kids = {pid: Children() for pid in ids}
+        for r in _child_rows(session, PlacementPoolRow, ids, "line"):
+            kids[r.placement_id].pools.append(r)
+        for r in _child_rows(session, PlacementAssignmentRow, ids, "line"):
+            kids[r.placement_id].assignments.append(r)
+        for r in _child_rows(session, PlacementBudgetRow, ids, "line"):
+            kids[r.placement_id].budgets.append(r)
+        resources: dict[tuple[str, int], list[Any]] = {}
+        for r in _child_rows(session, PlacementSizingResourceRow, ids, "line", "metric"):
+            resources.setdefault((r.placement_id, r.line), []).append(r)
+        for r in _child_rows(session, PlacementSizingRow, ids, "line"):
+            kids[r.placement_id].sizing.append((r, resources.get((r.placement_id, r.line), [])))
+        out += [PlacementRow.to_domain(h, kids[h.id]) for h in chunk]
+    return out

@@ -1,0 +1,268 @@
+"""Fleet simulations as async jobs: validated when asked for, run on the job queue, stored at the end.
+
+`POST /v1/simulations` validates the whole input first (fleet, policies, sites against the
+broker's catalog, series and length against the bundled traces), so bad input is a 422 naming
+the field, never a failed job. The run then goes through the job queue (a thread of the API, or
+`broker worker` processes on Redis), writes its progress as it goes, looks for a cancellation at
+each progress write, and stores its results in the one transaction that marks it succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import func, select, update
+
+from broker.db.session import transaction
+from broker.db.simulation_models import SimulationRow
+from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound
+from broker.jobs.store import JobStore, new_job_id
+from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
+from broker.simulate.load import parts_of
+from broker.simulate.market import build_market
+from broker.simulate.metrics import events_frame, series_frame, summary_frame
+from broker.simulate.run import check_policies, run_simulation
+from broker.simulate.usage import build_usage
+from broker.solver_runtime import solver_options
+from pricing.traces import read_usage_traces
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger("broker.simulations")
+KIND_SIMULATION = "simulation"
+DEFAULT_POLICIES = ("kube-default", "cheapest-fit", "karpenter-like", "broker")
+# the stored per-step figures (the dashboard's plots); longer runs are stored hourly
+STORED_SERIES = ("spend_per_hour", "cpu_utilisation", "starved_core_min", "unavailable_replica_min", "nodes")
+MAX_STORED_POINTS = 2016
+PROGRESS_EVERY = 0.02
+
+
+class Cancelled(Exception):
+    pass
+
+
+def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": row.id,
+        "name": row.name,
+        "status": row.status,
+        "progress": round(row.progress, 4),
+        "progress_detail": row.progress_detail,
+        "created_at": row.created_at.isoformat(),
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+        "finished_at": row.finished_at.isoformat() if row.finished_at else None,
+        "policies": list(row.request.get("policies", [])),
+        "days": row.request.get("days"),
+        "seed": row.request.get("seed"),
+        "error": row.error,
+    }
+    if results:
+        out.update(summary=row.summary, series=row.series, events=row.events)
+    return out
+
+
+class SimulationService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # ---- asking ------------------------------------------------------------------
+
+    def validate(self, fleet_doc: Any, *, policies: list[str], days: float | None, seed: int | None) -> FleetIn:
+        """Everything a run would refuse, refused now; error locations as in the request body."""
+        try:
+            check_policies(policies)
+        except InvalidRequest as exc:
+            raise _within(exc, ["body"]) from exc
+        try:
+            fleet = parse_fleet(fleet_doc)
+            if fleet.traces is not None:
+                msg = "trace files are read by the CLI only; the API replays the bundled traces or inline usage"
+                raise InvalidRequest(msg, errors=[{"loc": ["traces"], "msg": msg}])
+            build_usage(fleet, read_usage_traces(), days=fleet.days if days is None else days)
+            build_market(fleet, parts_of(self.broker.catalog()))
+        except InvalidRequest as exc:
+            raise _within(exc, ["body", "fleet"], days_given=days is not None) from exc
+        return fleet if seed is None else fleet.model_copy(update={"seed": seed})
+
+    def create(
+        self,
+        fleet_doc: dict[str, Any],
+        *,
+        tenant: str,
+        policies: list[str] | None = None,
+        days: float | None = None,
+        seed: int | None = None,
+    ) -> tuple[dict[str, Any], str]:
+        """A queued simulation and the job that runs it: (simulation, job id)."""
+        names = list(policies) if policies is not None else list(DEFAULT_POLICIES)
+        fleet = self.validate(fleet_doc, policies=names, days=days, seed=seed)
+        sid = "sim_" + new_job_id()[4:]
+        request = {"fleet": fleet_doc, "policies": names, "days": days or fleet.days, "seed": fleet.seed}
+        with transaction(self.broker.sessions) as s:
+            row = SimulationRow(
+                id=sid,
+                tenant=tenant,
+                name=fleet.name,
+                status="queued",
+                cancel_requested=False,
+                request=request,
+                progress=0.0,
+                progress_detail="",
+                created_at=datetime.now(UTC),
+            )
+            s.add(row)
+            out = describe(row, results=False)
+        job = JobStore(self.broker.sessions).create(tenant=tenant, request={"simulation_id": sid}, kind=KIND_SIMULATION)
+        return out, str(job["id"])
+
+    def get(self, sid: str, *, tenant: str) -> dict[str, Any]:
+        with self.broker.sessions() as s:
+            row = s.get(SimulationRow, sid)
+            if row is None or row.tenant != tenant:
+                raise NotFound(f"simulation {sid!r} does not exist")
+            return describe(row)
+
+    def list(self, *, tenant: str, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        with self.broker.sessions() as s:
+            q = select(SimulationRow).where(SimulationRow.tenant == tenant)
+            total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
+            rows = s.scalars(
+                q.order_by(SimulationRow.created_at.desc(), SimulationRow.id.desc()).limit(limit).offset(offset)
+            )
+            return [describe(r, results=False) for r in rows], int(total)
+
+    def cancel(self, sid: str, *, tenant: str) -> dict[str, Any]:
+        """A queued run is cancelled at once; a running one at its next progress write."""
+        with transaction(self.broker.sessions) as s:
+            row = s.get(SimulationRow, sid)
+            if row is None or row.tenant != tenant:
+                raise NotFound(f"simulation {sid!r} does not exist")
+            if row.status in ("succeeded", "failed", "cancelled"):
+                raise Conflict(f"simulation {sid!r} has already {row.status}")
+            row.cancel_requested = True
+            if row.status == "queued":
+                row.status = "cancelled"
+                row.finished_at = datetime.now(UTC)
+            return describe(row, results=False)
+
+    # ---- running -----------------------------------------------------------------
+
+    def run(self, sid: str) -> str:
+        """Run a queued simulation if this runner claims it; its final status, or "skipped"."""
+        now = datetime.now(UTC)
+        with transaction(self.broker.sessions) as s:
+            res = s.execute(
+                update(SimulationRow)
+                .where(SimulationRow.id == sid, SimulationRow.status == "queued")
+                .values(status="running", started_at=now)
+            )
+            if getattr(res, "rowcount", 0) != 1:
+                return "skipped"
+            row = s.get(SimulationRow, sid)
+            assert row is not None
+            request = dict(row.request)
+        try:
+            sim = run_simulation(
+                parse_fleet(request["fleet"]),
+                parts_of(self.broker.catalog()),
+                read_usage_traces(),
+                policies=list(request["policies"]),
+                days=float(request["days"]),
+                seed=int(request["seed"]),
+                progress=self._progress(sid, len(request["policies"])),
+                solver_options=solver_options(self.broker.settings),
+            )
+        except Cancelled:
+            self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})
+            return "cancelled"
+        except BrokerError as exc:
+            self._end(sid, "failed", error={"type": type(exc).__name__, "title": exc.title, "detail": exc.detail})
+            return "failed"
+        except Exception as exc:  # a run must end with a status, whatever broke
+            log.exception("simulation %s crashed", sid)
+            self._end(sid, "failed", error={"type": "internal", "detail": type(exc).__name__})
+            return "failed"
+        results = {
+            "summary": summary_frame(sim.runs).to_dict("records"),
+            "series": _series(sim.runs),
+            "events": events_frame(sim.runs).to_dict("records"),
+        }
+        return self._end(sid, "succeeded", results=results)
+
+    def _progress(self, sid: str, n_policies: int) -> Any:
+        seen: list[str] = []
+        written = [-1.0]
+
+        def tick(policy: str, done: int, total: int) -> None:
+            if not seen or seen[-1] != policy:
+                seen.append(policy)
+            share = (len(seen) - 1 + done / total) / n_policies
+            if share - written[0] < PROGRESS_EVERY and done != total:
+                return
+            written[0] = share
+            with transaction(self.broker.sessions) as s:
+                row = s.get(SimulationRow, sid)
+                if row is None or row.cancel_requested:
+                    raise Cancelled
+                row.progress = min(share, 1.0)
+                row.progress_detail = f"{policy}: step {done} of {total}"
+
+        return tick
+
+    def _end(
+        self, sid: str, status: str, *, error: dict[str, Any] | None = None, results: dict[str, Any] | None = None
+    ) -> str:
+        with transaction(self.broker.sessions) as s:
+            row = s.get(SimulationRow, sid)
+            if row is None:
+                return status
+            if status == "succeeded" and row.cancel_requested:
+                status, error, results = "cancelled", {"type": "cancelled", "detail": "cancelled on request"}, None
+            row.status = status
+            row.error = error
+            row.finished_at = datetime.now(UTC)
+            if results is not None:
+                row.progress = 1.0
+                row.summary = results["summary"]
+                row.series = results["series"]
+                row.events = results["events"]
+        return status
+
+
+def _within(exc: InvalidRequest, prefix: list[Any], *, days_given: bool = False) -> InvalidRequest:
+    """The same error, its field locations made relative to the request body (a too-long run is
+    the body's `days` when the request gave one)."""
+    errors = []
+    for e in exc.errors:
+        loc = list(e.get("loc", []))
+        where = ["body", "days"] if loc == ["days"] and days_given else [*prefix, *loc]
+        errors.append({**e, "loc": where})
+    return InvalidRequest(exc.detail, errors=errors)
+
+
+def _series(runs: list[Any]) -> dict[str, Any]:
+    """Per policy: hour and the stored figures, per step, or hourly means for long runs."""
+    frame = series_frame(runs)
+    out: dict[str, Any] = {}
+    per_hour = 3600 // STEP_S
+    for policy, df in frame.groupby("policy", sort=False):
+        cols = {"hour": df["hour"].to_numpy()} | {k: df[k].to_numpy() for k in STORED_SERIES}
+        if len(df) > MAX_STORED_POINTS:
+            n = len(df) // per_hour * per_hour
+            cols = {k: v[:n].reshape(-1, per_hour).mean(axis=1) for k, v in cols.items()}
+            cols["hour"] = np.floor(cols["hour"])
+        out[str(policy)] = {k: [round(float(x), 5) for x in v] for k, v in cols.items()}
+    return out
+
+
+def run_simulation_job(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
+    """What a job of kind "simulation" does: run it; the job's result names the simulation."""
+    sid = str(request["simulation_id"])
+    status = SimulationService(broker).run(sid)
+    if status in ("failed", "cancelled"):  # the job fails with it; the simulation's row says why
+        raise BrokerError(f"simulation {sid} {status}", simulation_id=sid, simulation_status=status)
+    return {"simulation_id": sid, "status": status}

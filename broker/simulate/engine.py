@@ -1,0 +1,187 @@
+"""Replay one policy over the scenario, step by step. Pure: no clock but the decision timer, no I/O.
+
+Each step: nodes that finished starting become ready; the scenario's events happen (prices,
+failures, demand, spot reclaims); the policy decides; the step is charged and scored. Before
+the first step the policy places the fleet once with nodes already running (the fleet exists
+when the replay starts), and that opening placement is not scored as scheduling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from broker.core.pooltable import IntArray
+from broker.simulate.accounting import Dependencies, Ledger, account
+from broker.simulate.cluster import Cluster
+from broker.simulate.events import Event, Scenario
+from broker.simulate.fleet import STEP_S, FleetIn
+from broker.simulate.market import SPOT, Market
+from broker.simulate.policies.base import Policy, SimContext, StepView
+from broker.simulate.usage import Usage
+from broker.solver import SolverOptions
+
+Progress = Callable[[int, int], None]  # (steps done, steps in all)
+
+
+@dataclass
+class RunResult:
+    policy: str
+    ledger: Ledger
+    events: list[Event]
+    sched_latency_s: list[float]
+    decision_s: list[float]  # wall time of each decision that had replicas waiting
+    spot_interruptions: int = 0
+    replicas_interrupted: int = 0
+    migrations: int = 0
+    migration_cost: float = 0.0
+    tenants: list[str] = field(default_factory=list)
+    tenant_weights: list[float] = field(default_factory=list)
+
+
+def simulate(
+    fleet: FleetIn,
+    market: Market,
+    usage: Usage,
+    scenario: Scenario,
+    policy: Policy,
+    *,
+    progress: Progress | None = None,
+    solver_options: SolverOptions | None = None,
+) -> RunResult:
+    usage = _with_surge(usage, scenario)
+    ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario, solver_options=solver_options)
+    policy.start(ctx)
+    c = Cluster(market, len(fleet.workloads))
+    base = np.array([w.replicas for w in fleet.workloads], dtype=np.int64)
+    tenants = [t.name for t in fleet.tenants]
+    tenant_of = np.array([tenants.index(w.tenant) for w in fleet.workloads], dtype=np.int64)
+    deps = _dependencies(fleet)
+    ledger = Ledger(scenario.steps, len(tenants))
+    timeline = scenario.timeline(market)
+    scheduled: dict[int, list[Event]] = {}
+    for e in timeline:
+        scheduled.setdefault(e.step, []).append(e)
+    h = usage.history_steps
+    out = RunResult(
+        policy=policy.name,
+        ledger=ledger,
+        events=[],
+        sched_latency_s=[],
+        decision_s=[],
+        tenants=tenants,
+        tenant_weights=[t.weight for t in fleet.tenants],
+    )
+
+    # the opening placement: the fleet is running when the replay starts
+    c.instant = True
+    for k, n in enumerate(base.tolist()):
+        c.add_replicas(k, n)
+    policy.decide(c, _view(ctx, c, 0, (), base))
+    c.instant = False
+    c.sched_latency_s.clear()
+    c.migrations = 0
+
+    for step in range(scenario.steps):
+        c.step = step
+        c.now_s = step * STEP_S
+        c.ready_until(c.now_s)
+        events = list(scheduled.get(step, []))
+        target = _target_replicas(base, scenario, step)
+        events += _apply(c, scenario, step, target, out)
+        out.events.extend(e for e in events if e.kind == "spot_interruption")
+        view = _view(ctx, c, step, tuple(events), target)
+        waiting = len(c.pending()) > 0
+        started = time.perf_counter()
+        policy.decide(c, view)
+        if waiting:
+            out.decision_s.append(time.perf_counter() - started)
+        c.settle()
+        account(ledger, c, step, usage.cpu[:, h + step], usage.memory_gib[:, h + step], deps=deps, tenant_of=tenant_of)
+        if progress is not None:
+            progress(step + 1, scenario.steps)
+    out.events = timeline + out.events
+    out.sched_latency_s = list(c.sched_latency_s)
+    out.migrations = c.migrations
+    out.migration_cost = c.migrations * fleet.costs.migration_per_replica
+    return out
+
+
+def _with_surge(usage: Usage, sc: Scenario) -> Usage:
+    """Usage as it happens: the surge's demand on top of the trace (what policies then observe)."""
+    if sc.surge_start < 0:
+        return usage
+    cpu, mem = usage.cpu.copy(), usage.memory_gib.copy()
+    window = slice(usage.history_steps + sc.surge_start, usage.history_steps + sc.surge_end)
+    cpu[sc.surge_workloads, window] *= sc.surge_factor
+    mem[sc.surge_workloads, window] *= sc.surge_factor
+    return Usage(cpu=cpu, memory_gib=mem, history_steps=usage.history_steps)
+
+
+def _view(ctx: SimContext, c: Cluster, step: int, events: tuple[Event, ...], target: IntArray) -> StepView:
+    seen = ctx.usage.history_steps + step  # usage up to, not including, this step
+    return StepView(
+        step=step,
+        now_s=c.now_s,
+        events=events,
+        cpu_seen=ctx.usage.cpu[:, :seen],
+        memory_seen=ctx.usage.memory_gib[:, :seen],
+        replicas=target,
+    )
+
+
+def _target_replicas(base: IntArray, scenario: Scenario, step: int) -> IntArray:
+    f = scenario.surge(step)
+    if f == 1.0:
+        return base
+    return np.where(scenario.surge_workloads, np.ceil(base * f - 1e-9).astype(np.int64), base)
+
+
+def _apply(c: Cluster, sc: Scenario, step: int, target: IntArray, out: RunResult) -> list[Event]:
+    """Make the scenario's events of this step happen to the cluster; the spot reclaims drawn."""
+    t = c.market.table
+    if step == sc.price_step:
+        c.price = np.where(sc.price_pools, c.price * sc.price_factor, c.price)
+    down = sc.site_down(step)
+    c.down = {down} if down >= 0 else set()
+    live = c.nodes
+    if down >= 0:
+        for node in live[c.node_site(live) == down].tolist():
+            c.terminate(node)
+    for k in np.flatnonzero(target != c.alive_count).tolist():
+        diff = int(target[k] - c.alive_count[k])
+        if diff > 0:
+            c.add_replicas(k, diff)
+        else:
+            c.remove_replicas(k, -diff)
+    live = c.nodes
+    spot = live[t.cap_idx[c.node_pool[live]] == SPOT]
+    events: list[Event] = []
+    if len(spot):
+        pools = c.node_pool[spot]
+        order = np.lexsort((c.node_rank_key[spot], pools))
+        spot, pools = spot[order], pools[order]
+        first = np.searchsorted(pools, pools, side="left")
+        rank = np.arange(len(spot)) - first
+        hit = sc.reclaimed(step, pools, rank)
+        for node in spot[hit].tolist():
+            affected = len(c.replicas_on(node))
+            c.terminate(node)
+            out.spot_interruptions += 1
+            out.replicas_interrupted += affected
+            events.append(Event(step, "spot_interruption", t.pools[int(c.node_pool[node])].id))
+    return events
+
+
+def _dependencies(fleet: FleetIn) -> Dependencies:
+    index = {w.name: k for k, w in enumerate(fleet.workloads)}
+    src, dst, gib = [], [], []
+    for k, w in enumerate(fleet.workloads):
+        for d in w.depends_on:
+            src.append(k)
+            dst.append(index[d.workload])
+            gib.append(d.gib_per_hour)
+    return Dependencies(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.array(gib, dtype=np.float64))

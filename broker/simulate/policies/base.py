@@ -1,0 +1,171 @@
+"""The policy interface, and the kube-scheduler-style binding several policies share.
+
+A policy is anything with a `name`, `start(ctx)` (once, before the replay: train, pick node
+types) and `decide(cluster, view)` (every step: bind pending replicas, launch, move, drain).
+It sees usage only up to the current step (`view.cpu_seen`), never the future.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.simulate.cluster import GONE, Cluster
+from broker.simulate.events import Event, Scenario
+from broker.simulate.fleet import FleetIn
+from broker.simulate.market import Market
+from broker.simulate.usage import Usage
+from broker.solver import SolverOptions
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class SimContext:
+    fleet: FleetIn
+    market: Market
+    usage: Usage  # policies read history only: columns before usage.history_steps
+    scenario: Scenario
+    solver_options: SolverOptions | None = None  # the edge's (a MIP runner that holds time limits)
+
+    def history(self) -> tuple[FloatArray, FloatArray]:
+        h = self.usage.history_steps
+        return self.usage.cpu[:, :h], self.usage.memory_gib[:, :h]
+
+
+@dataclass(frozen=True)
+class StepView:
+    step: int
+    now_s: float
+    events: tuple[Event, ...]
+    cpu_seen: FloatArray  # [workload, history + step]: usage observed so far (totals across replicas)
+    memory_seen: FloatArray
+    replicas: IntArray  # replicas each workload wants now
+
+
+class Policy(Protocol):
+    name: str
+
+    def start(self, ctx: SimContext) -> None: ...
+
+    def decide(self, cluster: Cluster, view: StepView) -> None: ...
+
+
+PolicyFactory = Callable[[FleetIn, Market], Policy]
+
+
+@dataclass(frozen=True)
+class Requests:
+    """What a policy reserves per replica of each workload."""
+
+    cpu: FloatArray
+    memory_gib: FloatArray
+    gpus: FloatArray
+
+    @staticmethod
+    def declared(market: Market) -> Requests:
+        ws = market.workloads
+        return Requests(
+            np.array([w.cpu for w in ws]), np.array([w.memory_gib for w in ws]), np.array([w.gpus for w in ws])
+        )
+
+    def of(self, w: int) -> FloatArray:
+        return np.array([self.cpu[w], self.memory_gib[w], self.gpus[w]])
+
+
+def fits(free: FloatArray, need: FloatArray) -> BoolArray:
+    """[node] whether `need` (cpu, memory, GPUs) fits the room `free` [3, node] leaves."""
+    return np.asarray((free >= need[:, None] - EPS).all(axis=0), dtype=bool)
+
+
+def least_allocated(free: FloatArray, cap: FloatArray) -> FloatArray:
+    """kube-scheduler's NodeResourcesFit LeastAllocated score: mean free share of cpu and memory."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.nan_to_num(free[0] / cap[0]) + np.nan_to_num(free[1] / cap[1]), dtype=np.float64) / 2
+
+
+def schedule(
+    c: Cluster,
+    replicas: IntArray,
+    req: Requests,
+    pool_ok: BoolArray,
+    *,
+    nodes_ok: BoolArray | None = None,
+) -> IntArray:
+    """Bind each replica, in order, to the open node that fits it and scores best (LeastAllocated),
+    as kube-scheduler does. `pool_ok` [workload, pool] is what the workload's filters allow;
+    `nodes_ok` [node] narrows the nodes. Returns the replicas left pending."""
+    if len(replicas) == 0:
+        return replicas
+    n = c.n_nodes
+    free = c.free(req.cpu, req.memory_gib, req.gpus)
+    cpu, mem, _ = c.node_capacity()
+    cap = np.vstack([cpu, mem])
+    usable = (c.node_state[:n] != GONE) & ~c.node_drain[:n]
+    if nodes_ok is not None:
+        usable &= nodes_ok[:n]
+    pool = c.node_pool[:n]
+    left: list[int] = []
+    for r in replicas.tolist():
+        w = int(c.rep_w[r])
+        need = req.of(w)
+        ok = usable & pool_ok[w, pool] & fits(free, need)
+        hits = np.flatnonzero(ok)
+        if len(hits) == 0:
+            left.append(r)
+            continue
+        score = least_allocated(free[:, hits], cap[:, hits])
+        best = int(hits[int(np.argmax(score))])
+        c.bind(r, best)
+        free[:, best] -= need
+    return np.array(left, dtype=np.int64)
+
+
+def first_fit_decreasing(sizes: FloatArray, capacity: FloatArray) -> tuple[IntArray, int]:
+    """Pack items (rows of `sizes`, [item, 3]) onto identical bins of `capacity` [3], largest
+    first: (bin of each item, bins used); an item larger than a bin gets -1."""
+    order = np.argsort(-(sizes[:, 0] / max(capacity[0], EPS) + sizes[:, 1] / max(capacity[1], EPS)), kind="stable")
+    bins = np.zeros((0, 3))
+    out = np.full(len(sizes), -1, dtype=np.int64)
+    for i in order.tolist():
+        s = sizes[i]
+        if (s > capacity + EPS).any():
+            continue
+        room = (bins + s <= capacity + EPS).all(axis=1) if len(bins) else np.zeros(0, dtype=bool)
+        hit = np.flatnonzero(room)
+        if len(hit):
+            b = int(hit[0])
+        else:
+            bins = np.vstack([bins, np.zeros(3)])
+            b = len(bins) - 1
+        bins[b] += s
+        out[i] = b
+    return out, len(bins)
+
+
+def plan_moves(
+    c: Cluster, replicas: IntArray, req: Requests, nodes_ok: BoolArray, pool_ok: BoolArray | None = None
+) -> list[int] | None:
+    """Where each replica would go (LeastAllocated among `nodes_ok` nodes that fit it), or None
+    when one of them fits nowhere: a node is emptied only if all its replicas find room."""
+    free = c.free(req.cpu, req.memory_gib, req.gpus)
+    cpu, mem, _ = c.node_capacity()
+    cap = np.vstack([cpu, mem])
+    out: list[int] = []
+    for r in replicas.tolist():
+        w = int(c.rep_w[r])
+        need = req.of(w)
+        ok = nodes_ok & fits(free, need)
+        if pool_ok is not None:
+            ok &= pool_ok[w, c.node_pool[: c.n_nodes]]
+        hits = np.flatnonzero(ok)
+        if len(hits) == 0:
+            return None
+        best = int(hits[int(np.argmax(least_allocated(free[:, hits], cap[:, hits])))])
+        free[:, best] -= need
+        out.append(best)
+    return out

@@ -1,0 +1,136 @@
+"""Every tuning knob of the solver, in one frozen object passed down from `solve()`.
+
+Shares are of the time left at the moment the phase starts unless said otherwise; sizes count
+universe columns (one per candidate (class, pool) pair) or columns of a restricted model. The
+values were chosen by measurement on the generated bench requests (bench/RESULTS.md has the
+figures); the comments say what each knob trades.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.solver.model.mip import MipRunner
+
+
+@dataclass(frozen=True)
+class ShareBoundOptions:
+    """The node-share bound's ascent (bounds/node_share.py)."""
+
+    # evaluations of the golden-section search for the best single cpu/memory split
+    golden_steps: int = 8
+    # softmin temperature per class, relative to its cheapest price per replica, lowered (down to
+    # min_temperature) when a round gains less than `stall` of the bound: higher smooths too much,
+    # lower leaves L-BFGS-B too little curvature
+    temperature: float = 0.01
+    min_temperature: float = 1e-5
+    stall: float = 2e-5
+    # how far a round may move each pool's split; a round that fails halves it, the ascent ends below min_trust
+    trust: float = 0.2
+    max_trust: float = 0.3
+    min_trust: float = 1e-4
+    round_iterations: int = 30  # L-BFGS-B iterations per round
+    rounds: int = 100  # ascent rounds at most (0: the best single split only)
+    near: float = 5.0  # a column joins a round's softmin within this many temperatures of its minimum
+    # the dependency pairs' LP runs after the ascent: its time is kept out of the ascent's budget
+    egress_s_per_col: float = 1e-4
+    # GPU nodes hand their GPUs a share of their cost before the split (node_share_columns.gpu_share):
+    # split by cpu and memory alone, a GPU replica pays only a sliver of its node
+    gpu_share: bool = True
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """How `solve()` spends its time limit. Tests and benchmarks set fields; nothing reads the
+    environment. `mip_runner` is the only non-number: where big MIPs run (None: in this process,
+    under a watchdog that cannot stop HiGHS' cut separation; an edge of the application injects a
+    runner that kills a child process at the limit, broker/solver_runtime)."""
+
+    # -- the whole request (solve.py) ------------------------------------------------------------
+    # what comes after the search (dealing replicas back, costs, explanations) is part of the
+    # request's time too: a fixed part and a part per workload
+    after_search_s: float = 0.3
+    explain_s_per_workload: float = 3.0e-4
+    # the Kubernetes-style answer shares nodes, a strong start when the LP cannot finish in time;
+    # above this many workloads building it costs more than it gives
+    k8s_start_max_workloads: int = 50_000
+    rel_gap: float = 0.01  # the gap the search aims to prove; it stops once proven
+
+    # -- column generation (search/column_generation.py) -----------------------------------------
+    max_cg_rounds: int = 200
+    # columns a round adds per class, and new pools: a few each round keeps the model small and
+    # every re-solve warm (the basis is kept)
+    cg_columns_per_class: int = 8
+    cg_pools_per_round: int = 100
+    # CG stops when its next round would end past this share of the time, kept for the MIPs:
+    # later ends leave the MIPs too little, earlier ones leave the LP a poor guide
+    cg_end: float = 0.35
+    # what the Lagrangian bound costs per universe column (it reads them all once)
+    bound_seconds_per_col: float = 1.0e-6
+    # universe sizes between which CG starts with loose fit rows (capped once that LP converges):
+    # below, the second phase costs more than it saves; above, one CG round fills the time
+    loose_fit_min_cols: int = 500_000
+    loose_fit_max_cols: int = 20_000_000
+
+    # -- bounds beside the search (bounds/) -----------------------------------------------------
+    # universe sizes from which the node-share bound is priced by its relaxation's LP, solved by
+    # column generation in a thread from the start until relaxed_cg_end of the time, its ascent
+    # and egress LP ending by relaxed_end; above loose_fit_max_cols the request is split
+    relaxed_min_cols: int = 5_000_000
+    relaxed_cg_end: float = 0.7
+    relaxed_end: float = 0.9
+    # the relaxed LP's column generation: it converges in far fewer rounds with big steps, and it
+    # ends once a round lowers its LP by less than this share (a degenerate tail gains nothing)
+    relaxed_columns_per_class: int = 100
+    relaxed_pools_per_round: int = 1000
+    relaxed_stalled: float = 1e-6
+    # the node-share bound's thread beside the MIPs when CG did not converge
+    share_bound_share: float = 0.8
+    share_bound: ShareBoundOptions = field(default_factory=ShareBoundOptions)
+
+    # -- incumbents and neighbourhoods (search/incumbent.py, search/neighbourhoods.py) -----------
+    # RENS (the MIP over the LP's support) and the second neighbourhood (every class on the LP's
+    # pools): shares of the time left, more on big requests, where no LNS follows them
+    rens_share: float = 0.25
+    rens_share_big: float = 0.6
+    second_share: float = 0.5
+    second_share_big: float = 0.9
+    # above this universe size a request is "big": the second neighbourhood offers each class its
+    # best column by reduced cost on the LP's pools (second_big_best; second_big_split to a class
+    # the LP splits), not second_best: more columns made its MIP run to its limit unfinished
+    neighbourhood_max_cols: int = 5_000_000
+    second_best: int = 5
+    second_big_best: int = 1
+    second_big_split: int = 2
+    # large-neighbourhood search: its share of the time left (lns_share_big when the final MIP is
+    # skipped), how many classes a neighbourhood frees, each MIP's time, and how many columns of
+    # least reduced cost a free class is offered (doubled up to lns_max_offered_columns when a
+    # neighbourhood of every class finds nothing better)
+    lns_share: float = 0.6
+    lns_share_big: float = 0.85
+    lns_min_free: int = 5
+    lns_start_free: int = 30
+    lns_mip_s: float = 1.5
+    lns_offered_columns: int = 5
+    lns_max_offered_columns: int = 40
+
+    # -- the final MIP (search/final_mip.py) -----------------------------------------------------
+    # above this many columns the final MIP does not finish its root in time and its cut
+    # separation ignores the clock: it is skipped and LNS takes the time
+    final_mip_max_cols: int = 20_000
+    final_mip_share: float = 0.75  # HiGHS overruns its limit on big models (presolve, root LP): a margin
+    # reduced-cost inclusion: columns at most (the most promising first), as the MIP must finish its root
+    include_cols: int = 40_000
+    # MIPs from this many columns run through `mip_runner` (a child killed at its limit): HiGHS'
+    # cut separation can overrun the limit there; smaller ones stay in process (no pipe, no child)
+    isolate_min_cols: int = 2_000
+    mip_runner: MipRunner | None = None
+
+    # -- enterprise-sized requests in groups (search/split.py) -----------------------------------
+    # universe columns above which a request is split: where search() gets no relaxed-LP bound
+    split_min_cols: int = 20_000_000
+    # a group weighs sqrt(candidate columns) per class; this weight per group sets how many
+    group_weight: float = 62_000.0
+    groups_end: float = 0.95  # the groups' share of the time; merging and the bound come after

@@ -1,0 +1,172 @@
+"""Big MIPs in a child process, killed at their time limit: the solver's `MipRunner` for a
+process that serves requests.
+
+HiGHS' root cut separation reads neither the clock nor the interrupt callback, so the in-process
+watchdog (Master.solve_mip) cannot hold a request's time limit. A process can be killed. The
+child sends every improving solution as HiGHS finds it, so a kill keeps the best one found
+before the limit.
+
+One child per calling thread (concurrent requests do not queue behind each other). It is kept
+between MIPs, since starting one costs a fraction of a second of imports (`prestart` overlaps
+that with the caller's work), exits after `idle_exit_s` without a MIP, and is replaced after a
+kill. A new interpreter, not a fork: a fork would copy HiGHS' thread-pool state without its
+threads. Not multiprocessing's spawn either: it re-runs the caller's main script in the child
+(a script without a main guard would start children forever).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from broker.core.pooltable import FloatArray
+from broker.solver.model.mip import Outcome, build, outcome_of
+
+_ENTRY = "import sys; from broker.solver_runtime.mip_child import main; main(sys.argv[1:])"
+
+
+class ChildProcessMipRunner:
+    """Runs MIPs in this thread's child process (see the module's docstring)."""
+
+    def __init__(self, *, idle_exit_s: float = 600.0, grace_s: float = 0.25) -> None:
+        """`idle_exit_s`: a child with no MIP for this long exits, freeing its memory (the next MIP
+        starts another). `grace_s`: how long past its limit a child may take to report before it
+        is killed (HiGHS' own clock stops it at the limit when it can; this covers the reply of a
+        big solution)."""
+        self.idle_exit_s = idle_exit_s
+        self._grace_s = grace_s
+        self._local = threading.local()
+
+    @property
+    def grace_s(self) -> float:
+        return self._grace_s
+
+    def prestart(self) -> None:
+        """Start this thread's child now, so its imports overlap the caller's work."""
+        self.child()
+
+    def close(self) -> None:
+        """Stop this thread's child, if it has one (the next MIP starts another)."""
+        child: _Child | None = getattr(self._local, "child", None)
+        if child is not None:
+            child.kill()
+            self._local.child = None
+
+    def child(self) -> _Child:
+        """This thread's child, started or replaced when there is none alive."""
+        child: _Child | None = getattr(self._local, "child", None)
+        if child is None or not child.alive():
+            child = self._local.child = _Child(self.idle_exit_s)
+        return child
+
+    def solve(
+        self,
+        model: dict[str, Any],
+        *,
+        time_limit_s: float,
+        options: dict[str, Any],
+        hint: FloatArray | None,
+        kill_after_s: float | None = None,
+    ) -> Outcome:
+        """Solve `model` (mip.model_of) in this thread's child; kill it `kill_after_s` (default:
+        the limit plus the grace) from now and return the best solution it reported by then. A
+        child found dead before it answered (killed from outside, out of memory) is replaced once."""
+        start = time.monotonic()
+        kill_at = start + (time_limit_s + self._grace_s if kill_after_s is None else kill_after_s)
+        job = {"model": model, "options": options, "hint": hint, "deadline": start + time_limit_s}
+        for attempt in range(2):
+            child = self.child()
+            best: tuple[float, FloatArray] | None = None
+            try:
+                child.send.send(job)
+                while (wait := kill_at - time.monotonic()) > 0 and child.recv.poll(wait):
+                    msg = child.recv.recv()
+                    if msg[0] == "done":
+                        _, status, value, bound, x = msg
+                        return Outcome(status, value, bound, x)
+                    if best is None or msg[1] < best[0]:
+                        best = (msg[1], msg[2])
+                died = False
+            except (EOFError, OSError):  # the child died: what it sent stands, or a new one tries
+                died = True
+            child.kill()  # dead, or past the limit: only a kill stops HiGHS' cut loop
+            self._local.child = None
+            if not (died and best is None and attempt == 0):
+                break
+        if best is None:
+            return Outcome("unknown", math.inf, -math.inf, np.zeros(0), killed=True)
+        return Outcome("feasible", best[0], -math.inf, best[1], killed=True)
+
+
+class _Child:
+    """A new interpreter running `main` with two pipes of its own. Its stdout, where HiGHS prints
+    its banner, goes nowhere."""
+
+    def __init__(self, idle_exit_s: float) -> None:
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        root = str(Path(__file__).resolve().parents[2])  # where `broker` is, installed or not
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _ENTRY, str(down_r), str(up_w), repr(float(idle_exit_s))],
+            pass_fds=(down_r, up_w),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        os.close(down_r)
+        os.close(up_w)
+        self.send = Connection(down_w, readable=False)
+        self.recv = Connection(up_r, writable=False)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.send.close()
+        self.recv.close()
+
+
+def _serve(jobs: Connection, conn: Connection, idle_exit_s: float) -> None:
+    """The child: one MIP per message until the pipe closes, or none comes for `idle_exit_s`."""
+    while True:
+        try:
+            if not jobs.poll(idle_exit_s):
+                return
+            job = jobs.recv()
+        except EOFError:
+            return
+        h = build(job["model"])
+        for k, v in job["options"].items():
+            h.setOptionValue(k, v)
+        h.setOptionValue("time_limit", max(0.05, job["deadline"] - time.monotonic()))
+
+        def improving(e: Any) -> None:
+            d = e.data_out
+            conn.send(("better", float(d.objective_function_value), np.array(d.mip_solution, dtype=np.float64)))
+
+        h.cbMipImprovingSolution += improving
+        if job["hint"] is not None:
+            n = len(job["hint"])
+            h.setSolution(n, np.arange(n, dtype=np.int32), job["hint"])
+        h.run()
+        out = outcome_of(h)
+        conn.send(("done", out.status, out.value, out.bound, out.x))
+
+
+def main(argv: list[str]) -> None:
+    """The child's entry: its job and reply pipes' descriptors, and its idle exit in seconds."""
+    jobs = Connection(int(argv[0]), writable=False)
+    replies = Connection(int(argv[1]), readable=False)
+    _serve(jobs, replies, float(argv[2]))

@@ -1,0 +1,75 @@
+"""The solver tests' one placement checker: a PlacementResult against every rule of its request."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import pytest
+
+from broker.core.domain import CapacityType, PlacementResult
+from broker.solver import PlacementProblem
+
+
+def assert_valid(problem: PlacementProblem, res: PlacementResult) -> None:
+    """Every replica placed once on a pool that passes its workload's filters (size, arch,
+    capacity type, providers, residency, latency SLOs), spread and spot caps kept, enough nodes
+    per pool for its load and no more than owned capacity, no node where nothing runs, costs that
+    add up, and a bound that never exceeds the answer."""
+    t = problem.table
+    req = problem.request
+    by_name = {w.name: w for w in req.workloads}
+    placed: dict[str, int] = defaultdict(int)
+    sites: dict[str, set[str]] = defaultdict(set)
+    spot: dict[str, int] = defaultdict(int)
+    load: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    seen: set[tuple[str, str]] = set()
+    for a in res.assignments:
+        assert (a.workload, a.pool) not in seen, "a (workload, pool) pair appears twice"
+        seen.add((a.workload, a.pool))
+        w = by_name[a.workload]
+        pool = t.pools[t.pool_index[a.pool]]
+        site = t.sites[t.site_index[pool.site]]
+        assert a.replicas > 0 and a.site == pool.site
+        placed[w.name] += a.replicas
+        sites[w.name].add(pool.site)
+        if pool.capacity_type == CapacityType.SPOT:
+            spot[w.name] += a.replicas
+        assert pool.capacity_type in w.capacity_types
+        assert pool.arch in w.arch
+        assert pool.vcpus >= w.cpu and pool.memory_gib >= w.memory_gib and pool.gpus >= w.gpus
+        if w.residency is not None:
+            assert w.residency.allows(site), (w.name, site.id)
+        if w.providers:
+            assert site.provider in w.providers
+        for region, slo in w.latency_slo_ms.items():
+            assert problem.user_rtt[region][t.site_index[site.id]] <= slo
+        ld = load[a.pool]
+        ld[0] += a.replicas * w.cpu
+        ld[1] += a.replicas * w.memory_gib
+        ld[2] += a.replicas * w.gpus
+    for w in req.workloads:
+        assert placed[w.name] == w.replicas, f"{w.name}: {placed[w.name]} of {w.replicas} replicas placed"
+        assert len(sites[w.name]) >= w.min_sites, (w.name, sites[w.name])
+        if w.max_spot_fraction is not None:
+            assert spot[w.name] <= math.floor(w.max_spot_fraction * w.replicas + 1e-9)
+    counts = {n.pool: n.count for n in res.nodes}
+    for pid, ld in load.items():
+        p = t.pools[t.pool_index[pid]]
+        n = counts[pid]
+        assert ld[0] <= n * p.vcpus + 1e-6 and ld[1] <= n * p.memory_gib + 1e-6 and ld[2] <= n * p.gpus + 1e-6
+        if p.max_nodes is not None:
+            assert n <= p.max_nodes
+    compute = 0.0
+    for node in res.nodes:
+        assert node.pool in load, "nodes provisioned in a pool nobody uses"
+        price = t.pools[t.pool_index[node.pool]].price_per_hour
+        assert node.cost_per_hour == pytest.approx(node.count * price, abs=1e-6)
+        compute += node.count * price
+    total = compute + res.egress_cost_per_hour + res.storage_cost_per_hour
+    assert math.isclose(res.cost_per_hour, total, rel_tol=1e-6, abs_tol=1e-5)
+    # in USD/h when cost is the only objective and nothing runs now: then it is the cost
+    assert res.lower_bound_per_hour <= res.objective_value + 1e-6
+    assert res.status in ("optimal", "feasible")
+    if res.status == "optimal":
+        assert res.gap_pct <= 0.01 + 1e-9
