@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from broker.core.placement import ResourceSizing, SizingReport, WorkloadSizing
 
@@ -47,6 +47,15 @@ class ResourceSizingOut(BaseModel):
     forecaster: str | None = None
     backtest_mae: float | None = None
     regime_shift: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unset_forecaster(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # placements sized before the selected forecaster existed read back exactly as they were stored
+        out: dict[str, Any] = handler(self)
+        if self.forecaster is None:
+            for key in ("forecaster", "backtest_mae", "regime_shift"):
+                out.pop(key, None)
+        return out
 
     @classmethod
     def from_domain(cls, r: ResourceSizing) -> ResourceSizingOut:
