@@ -17,9 +17,11 @@ from anyio import to_thread
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.middleware_problems import replay_body, send_problem
+from api.request_encoding import BodyRefused, content_encoding, decoded_scope, read_decoded
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
 
@@ -54,7 +56,26 @@ class ServiceMiddleware:
             if length is not None and length > self.max_body:
                 await self._too_large(scope, send_wrapped)
                 return
-            if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            encoding = content_encoding(scope)
+            if encoding is not None and scope["method"] in ("POST", "PUT", "PATCH"):
+                # gzip: decompressed here, under the same limit, so every layer below reads JSON
+                try:
+                    decoded = await read_decoded(receive, encoding, self.max_body)
+                except BodyRefused as refused:
+                    extra = dict(refused.extra)
+                    await send_problem(
+                        send_wrapped,
+                        scope,
+                        refused.status,
+                        refused.title,
+                        refused.detail,
+                        refused.type_,
+                        headers=extra.pop("headers", None),
+                        **extra,
+                    )
+                    return
+                scope, receive = decoded_scope(scope, decoded), replay_body(decoded)
+            elif length is None and scope["method"] in ("POST", "PUT", "PATCH"):
                 # no Content-Length (chunked): read it here, so the limit holds before any parsing
                 body = await _read_limited(receive, self.max_body)
                 if body is None:
@@ -76,8 +97,7 @@ class ServiceMiddleware:
                     )
         finally:
             elapsed = time.perf_counter() - started
-            route: Any = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = route_template(scope)
             REQUEST_SECONDS.labels(scope["method"], template, str(status["code"])).observe(elapsed)
             log.info(
                 "%s %s %s",
@@ -97,6 +117,41 @@ class ServiceMiddleware:
         await send_problem(
             send, scope, 413, "Request too large", f"the body exceeds {self.max_body} bytes", "request-too-large"
         )
+
+
+def route_template(scope: Scope) -> str:
+    """The path template of the route a request is (or would have been) served by, for metric
+    and log labels: FastAPI marks its own operations in the scope, but framework routes
+    (/metrics, /openapi.json, /docs) and answers given before routing (413, 504) are looked up
+    in the app's routes. "unmatched" only for paths no route serves, so labels stay bounded."""
+    route: Any = scope.get("route")
+    if getattr(route, "path", None):
+        return str(route.path)
+    app: Any = scope.get("app")
+    return _template(getattr(getattr(app, "router", None), "routes", ()), scope)[1] or "unmatched"
+
+
+def _template(routes: Any, scope: Scope) -> tuple[Match, str | None]:
+    """(FULL, template) of the route serving the request; else (PARTIAL, template) of one that
+    serves its path with another method (a 405); else (NONE, None)."""
+    best: tuple[Match, str | None] = (Match.NONE, None)
+    for r in routes:
+        try:
+            match, child = r.matches(scope)
+        except Exception:  # a path parameter a convertor refuses: that route does not serve it
+            continue
+        if match is Match.NONE:
+            continue
+        path = getattr(child.get("route"), "path", None) or getattr(r, "path", None)
+        if path is None:  # a router included in the app: its own routes name the template
+            _, path = _template(getattr(getattr(r, "original_router", None), "routes", ()), scope)
+        if path is None:
+            continue
+        if match is Match.FULL:
+            return match, str(path)
+        if best[1] is None:
+            best = (match, str(path))
+    return best
 
 
 def _incoming_id(scope: Scope) -> str | None:
@@ -196,7 +251,8 @@ _GAUGE: Any = None
 _SERVICE_RESPONSES = {
     "401": "no, an unknown or a revoked API key",
     "403": "the API key's role may not do this",
-    "413": "the request body is larger than BROKER_MAX_BODY_BYTES",
+    "413": "the request body (compressed or, with Content-Encoding: gzip, decompressed) is larger than "
+    "BROKER_MAX_BODY_BYTES",
     "429": "the API key's rate limit is exhausted (Retry-After says when to retry)",
     "504": "the request took longer than BROKER_REQUEST_TIMEOUT_S",
 }
@@ -229,6 +285,8 @@ def _document_service_responses(app: FastAPI) -> None:
                 codes = dict(_SERVICE_RESPONSES)
                 if method == "post":
                     codes["409"] = "Idempotency-Key reused with another body, or its first request still runs"
+                if method in ("post", "put", "patch"):
+                    codes["415"] = "a Content-Encoding other than gzip"
                 for code, why in codes.items():
                     responses.setdefault(code, {"description": why, "content": problem})
                 # every other error is a problem document too (placement-api.md, Errors)

@@ -134,6 +134,11 @@ class Broker:
             options=solver_options(self.settings),
         )
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
+        prices = self._price_snapshot(cat, [n.pool for n in result.nodes])
+        from broker.catalog.prices import stale_warning
+
+        if (stale := stale_warning(prices)) is not None:  # once per answer, where users look
+            result = replace(result, warnings=(*result.warnings, stale))
         placement = Placement(
             name=request.name,
             tenant=tenant,
@@ -141,7 +146,7 @@ class Broker:
             request=req_in.model_dump(mode="json"),
             latency_quantile=request.latency_quantile,
             price_as_of={p: d for p, d in cat.price_as_of.items() if p in used},
-            prices=self._price_snapshot(cat, [n.pool for n in result.nodes]),
+            prices=prices,
             # declared vs forecast-sized requests, both priced
             rightsizing=rightsizing.section(
                 problem, result.cost_per_hour, request.time_limit_s, options=solver_options(self.settings)

@@ -29,12 +29,22 @@ SOLVE_SECONDS = Histogram(
     "Solver wall time per placement",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 120, 600),
 )
-PLACEMENTS = Counter("broker_placements_total", "Placements answered", ["status", "stored"])
+# Counters count what this server did since it started (summed over its worker processes in
+# multiprocess mode), not the database's contents: totals over stored placements, whoever
+# stored them and whenever, are the savings ledger's (GET /v1/savings).
+PLACEMENTS = Counter(
+    "broker_placements_total", "Placements answered by this server since it started", ["status", "stored"]
+)
 SAVINGS = Counter(
     "broker_savings_usd_per_hour_total",
-    "Sum over stored placements of baseline cost minus placement cost (USD per hour)",
+    "Baseline cost minus placed cost (USD per hour), summed over the placements this server stored since it "
+    "started; totals over all stored placements: GET /v1/savings",
 )
-COST = Counter("broker_placed_cost_usd_per_hour_total", "Sum of stored placements' cost per hour")
+COST = Counter(
+    "broker_placed_cost_usd_per_hour_total",
+    "Cost per hour (USD) summed over the placements this server stored since it started; totals over all "
+    "stored placements: GET /v1/savings",
+)
 OVER_BUDGET = Counter("broker_over_budget_total", "Placements refused because a budget would be exceeded")
 RATE_LIMITED = Counter("broker_rate_limited_total", "Requests refused by the per-key rate limit")
 JOBS = Counter("broker_jobs_total", "Async jobs by final status", ["status"])

@@ -27,7 +27,9 @@ class Settings(BaseSettings):
     solve_time_limit_s: float = 10.0
     mip_idle_exit_s: float = 600.0  # a solver MIP child without a MIP for this long exits (docs/solver.md)
     max_workloads_sync: int = 5000
-    max_body_bytes: int = 5_000_000
+    # sized to the largest request the solver is meant to take (20,000 workloads, indented
+    # JSON, with room for a running placement): measured in docs/operations.md
+    max_body_bytes: int = 16_000_000
     price_stale_after_days: float = 30.0
     # live price feeds (docs/pricing.md): credentials come from each SDK's own chain
     azure_subscription_id: str = ""  # set: VM specs from resource SKUs (azure-identity credentials)

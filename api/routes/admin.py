@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.deps import get_broker, get_principal, get_tenant
+from api.paging import Offset
 from broker.access.keys import KeyStore, Principal, Role
 from broker.app import Broker
 from broker.errors import Forbidden
@@ -172,7 +173,7 @@ def list_jobs(
     tenant: Annotated[str, Depends(get_tenant)],
     broker: Annotated[Broker, Depends(get_broker)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> JobPage:
     items, total = JobStore(broker.sessions).list_jobs(tenant=tenant, limit=limit, offset=offset)
     return JobPage(items=[JobOut(**i) for i in items], total=total, limit=limit, offset=offset)

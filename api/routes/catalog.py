@@ -8,6 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query
 
 from api.deps import get_broker
+from api.paging import Offset
 from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
 from broker.app import Broker
 from broker.core.domain import CapacityType
@@ -47,7 +48,7 @@ def list_pools(
     min_gpus: Annotated[float | None, Query(ge=0)] = None,
     arch: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> PoolPage:
     cat = broker.catalog()
     t = cat.table

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 
 from api.deps import get_broker, get_tenant
+from api.paging import Offset
 from api.routes.admin import JobOut, accept_placement_job, get_jobs, wants_async
 from api.schemas import PlacementPage, PlacementSummary
 from broker.app import Broker
@@ -54,7 +55,7 @@ def list_placements(
     tenant: Annotated[str, Depends(get_tenant)],
     name: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> PlacementPage:
     items, total = broker.list_placements(tenant=tenant, limit=limit, offset=offset, name=name)
     return PlacementPage(

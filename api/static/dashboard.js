@@ -80,6 +80,7 @@
     drawMap(d.by.site);
     forecast(d.forecast);
     prices(d.prices);
+    staleBanner(d.prices, d.price_stale_after_days);
     latest(d.latest);
   }
 
@@ -223,6 +224,20 @@
       .join("");
   }
 
+  // stale prices make every cost and saving on the page doubtful: say so at the top, not only
+  // in the freshness table at the bottom
+  function staleBanner(rows, limitDays) {
+    const el = $("#stale-banner");
+    const stale = rows.filter((r) => r.stale);
+    el.hidden = stale.length === 0;
+    if (!stale.length) return;
+    const ages = stale.map((r) => r.age_days).filter((a) => a != null);
+    const oldest = ages.length ? ` (oldest ${Math.round(Math.max(...ages))} days)` : "";
+    el.innerHTML = `<strong>Stale prices:</strong> ${stale.map((r) => esc(r.provider)).join(", ")} ` +
+      `price data is older than ${esc(String(limitDays))} days${oldest}; costs and savings below are computed ` +
+      "from it. Refresh with <code>broker pricing refresh --provider all</code>.";
+  }
+
   function latest(rows) {
     $("#latest tbody").innerHTML = rows
       .map((r) => {
@@ -230,6 +245,7 @@
           .map((a) => `<li><b>${esc(a.workload)}</b> × ${a.replicas} on <code>${esc(a.pool)}</code>` +
             (a.binding.length ? ` — bound by ${a.binding.map(esc).join(", ")}` : " — cheapest allowed") +
             (a.next_best ? `; next best <code>${esc(a.next_best)}</code>${a.next_best_extra_per_hour != null ? " (" + signed(a.next_best_extra_per_hour) + "/h)" : ""}` : "") +
+            (a.preferred_over ? `; preferred over <code>${esc(a.preferred_over.pool)}</code> (${usd(a.preferred_over.saving_per_hour, 4)}/h less alone) for the plan: ${a.preferred_over.because.map(esc).join(", ")}` : "") +
             `</li>`)
           .join("");
         const pct = r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%";

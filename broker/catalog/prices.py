@@ -267,6 +267,26 @@ def price_snapshot(
     )
 
 
+def stale_warning(snapshot: PriceSnapshot, *, now: datetime | None = None) -> str | None:
+    """One line for a placement's `warnings` when it used stale prices (price_snapshot): how
+    many of its pools, the oldest price's age, and how to refresh. None when all are fresh."""
+    stale = snapshot.stale_pools
+    if not stale:
+        return None
+    as_of = {pid: _parse_time(snapshot.pools[pid].as_of) for pid in stale}
+    dated = [(t, pid) for pid, t in as_of.items() if t is not None]
+    oldest = ""
+    if dated:
+        t, pid = min(dated)
+        age = ((now or datetime.now(UTC)) - t) / timedelta(days=1)
+        oldest = f"; oldest {age:.0f} days ({pid}, {t.date().isoformat()})"
+    return (
+        f"stale prices: {len(stale)} of {len(snapshot.pools)} pools in this plan are priced from data older than "
+        f"{snapshot.stale_after_days:g} days{oldest}; costs and savings may be off. Refresh with `broker pricing "
+        "refresh --provider all` (POST /v1/pricing/refresh)"
+    )
+
+
 __all__ = [
     "PROVIDERS",
     "add_discount",
@@ -275,4 +295,5 @@ __all__ = [
     "price_dates",
     "price_snapshot",
     "stale_sources",
+    "stale_warning",
 ]

@@ -18,6 +18,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
 from broker.cli.failures import print_infeasible, print_invalid
+from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 
 out, err = Console(), Console(stderr=True)
@@ -230,7 +231,8 @@ def register(app: typer.Typer) -> None:
                 migration_cost_per_replica=migration_cost,
                 dry_run=dry_run,
             )
-            result = ReplanService(edge(ctx).broker()).replan(placement_id, doc)
+            with stdout_to_stderr():  # the re-solve prints nothing into a --json document
+                result = ReplanService(edge(ctx).broker()).replan(placement_id, doc)
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]invalid:[/red] {exc}")
             raise typer.Exit(EXIT_INVALID) from exc

@@ -12,10 +12,12 @@ import httpx
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from broker.cli.context import Edge, edge
-from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT
+from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
+from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 
 app = typer.Typer(help="Hybrid-cloud, cost-optimizing placement broker.", no_args_is_help=True, add_completion=False)
@@ -74,11 +76,16 @@ def catalog_load(ctx: typer.Context) -> None:
 
 def _read_request(path: Path) -> Any:
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError as exc:
         raise InvalidRequest(
             f"cannot read {path}: {exc.strerror}", errors=[{"loc": ["file"], "msg": str(exc)}]
         ) from exc
+    try:
+        text = raw.decode("utf-8")  # the contract's documents are UTF-8, whatever the locale
+    except UnicodeDecodeError as exc:
+        msg = f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); is it a binary file?"
+        raise InvalidRequest(f"{path} is {msg}", errors=[{"loc": ["file"], "msg": msg}]) from exc
     try:
         return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
@@ -88,11 +95,7 @@ def _read_request(path: Path) -> Any:
 
 
 def _place_remote(server: str, doc: Any, headers: dict[str, str]) -> dict[str, Any]:
-    try:
-        r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300, headers=headers)
-    except httpx.HTTPError as exc:
-        err.print(f"[red]cannot reach {server}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+    r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300, headers=headers)
     body: dict[str, Any] = r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
     if r.status_code in (200, 201):
         return dict(body)
@@ -132,7 +135,8 @@ def place(
         typer.Option(help="exit 4 when the plan costs this much more than the stored one of the same name"),
     ] = None,
 ) -> None:
-    """Place a request. Exit codes: 0 placed, 2 invalid input, 3 infeasible, 4 over a cost limit."""
+    """Place a request. Exit codes: 0 placed, 2 invalid input, 3 infeasible, 4 over a cost limit,
+    5 --server unreachable."""
     try:
         doc = _read_request(file)
         if server:
@@ -147,7 +151,7 @@ def place(
             if isinstance(doc, dict) and doc.get("name"):
                 items, _ = broker.list_placements(name=str(doc["name"]), limit=1)
                 previous = placement_document(broker.get_placement(items[0].id)) if items else None
-            with err.status("solving..."):
+            with err.status("solving..."), stdout_to_stderr():
                 result = placement_document(broker.place(doc)[0])
     except Infeasible as exc:
         _print_infeasible(exc, fmt)
@@ -161,6 +165,13 @@ def place(
     except BrokerError as exc:
         err.print(f"[red]{exc.title}: {exc.detail}[/red]")
         raise typer.Exit(1) from exc
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        err.print(f"[red]invalid --server {escape(str(server))}:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from exc
+    except httpx.TransportError as exc:  # refused, unknown host, TLS, timeout: one line, not a traceback
+        why = escape(str(exc) or type(exc).__name__)
+        err.print(f"[red]cannot reach {escape(str(server))}:[/red] {why}", soft_wrap=True)
+        raise typer.Exit(EXIT_UNREACHABLE) from exc
 
     from broker.cli.render import render_markdown, render_table
 

@@ -44,6 +44,8 @@ def render_table(console: Console, doc: dict[str, Any]) -> None:
         f"baseline {_money(base)}/h  savings {savings}%  "
         f"solved in {doc['solve_ms']} ms"
     )
+    for w in doc.get("warnings") or []:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
     if doc.get("id"):
         console.print(f"stored as {doc['id']}")
 
@@ -182,6 +184,9 @@ def render_markdown(
         f"{_money(doc['lower_bound_per_hour'])} | {doc['gap_pct']:.2f}% |",
         "",
     ]
+    warnings = doc.get("warnings") or []
+    if warnings:  # right under the figures they qualify
+        lines += [*(f"> :warning: {_cell(w)}" for w in warnings), ""]
     if previous is not None:
         prev = float(previous["cost_per_hour"])
         delta = cost - prev

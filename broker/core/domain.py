@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class CapacityType(StrEnum):
@@ -178,8 +179,10 @@ class Explanation:
     cost_per_hour: float
     binding: tuple[str, ...]
     next_best: str | None
-    next_best_extra_per_hour: float | None = None
+    next_best_extra_per_hour: float | None = None  # >= 0: the runner-up costs at least as much
     cost_breakdown: Mapping[str, float] = field(default_factory=dict)
+    # a cheaper home (alone) the plan passed over: {"pool", "saving_per_hour", "because": [...]}
+    preferred_over: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,8 @@ class PlacementAssignmentRow(Base):
     next_best: Mapped[str | None] = mapped_column(Text, nullable=True)
     next_best_extra_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
     cost_breakdown: Mapped[dict[str, float]] = mapped_column(JSON)  # compute, storage, ...
+    # a cheaper home passed over: {"pool", "saving_per_hour", "because"} (solver/answer/explain.py)
+    preferred_over: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     @classmethod
     def from_domain(cls, line: int, a: Assignment) -> PlacementAssignmentRow:
@@ -134,6 +136,7 @@ class PlacementAssignmentRow(Base):
             next_best=ex.next_best,
             next_best_extra_per_hour=ex.next_best_extra_per_hour,
             cost_breakdown=dict(ex.cost_breakdown),
+            preferred_over=None if ex.preferred_over is None else dict(ex.preferred_over),
         )
 
     @staticmethod
@@ -150,6 +153,7 @@ class PlacementAssignmentRow(Base):
                 next_best=r.next_best,
                 next_best_extra_per_hour=r.next_best_extra_per_hour,
                 cost_breakdown=dict(r.cost_breakdown),
+                preferred_over=r.preferred_over,
             ),
             latency_slo_margin_ms=dict(r.latency_slo_margin_ms),
         )

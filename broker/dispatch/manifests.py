@@ -27,8 +27,20 @@ MANAGED_BY = "placement-broker"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 TEMPLATE_KINDS = ("Deployment", "StatefulSet")
 
-# Karpenter's capacity-type values differ from the contract's capacity types.
-_KARPENTER_CAPACITY = {"ondemand": "on-demand", "spot": "spot", "reserved": "reserved"}
+# Karpenter's capacity-type values differ from the contract's capacity types, and so does
+# their meaning: Karpenter's `reserved` is an EC2 capacity reservation (ODCR), while a public
+# cloud's reserved pool is priced by a Reserved Instance or savings plan, billing constructs
+# applied to on-demand instances. Its nodes are on-demand ones to Karpenter.
+_KARPENTER_CAPACITY = {"ondemand": "on-demand", "spot": "spot", "reserved": "on-demand"}
+OWNED_PROVIDERS = ("private", "edge")
+
+
+def capacity_label(provider: str, capacity: str) -> str:
+    """The `placement-broker.dev/capacity-type` label value: what the capacity is. A reserved
+    pool is a commitment on a public cloud and owned hardware at a private or edge site."""
+    if capacity == "reserved":
+        return "owned" if provider in OWNED_PROVIDERS else "reserved-instance"
+    return capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +271,7 @@ def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> d
         f"{PREFIX}/cluster": row.target.cluster,
         f"{PREFIX}/workload": dns_label(row.workload.name),
         f"{PREFIX}/placement-id": label_value(placement_id),
-        f"{PREFIX}/capacity-type": row.capacity,
+        f"{PREFIX}/capacity-type": capacity_label(row.provider, row.capacity),
     }
     annotations = {
         f"{PREFIX}/placement-id": placement_id,

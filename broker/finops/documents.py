@@ -125,6 +125,7 @@ class LatestAssignmentOut(BaseModel):
     binding: list[str]
     next_best: str | None
     next_best_extra_per_hour: float | None
+    preferred_over: dict[str, Any] | None = None
 
 
 class LatestOut(BaseModel):
@@ -160,6 +161,7 @@ class LatestOut(BaseModel):
                     binding=list(a.explanation.binding),
                     next_best=a.explanation.next_best,
                     next_best_extra_per_hour=a.explanation.next_best_extra_per_hour,
+                    preferred_over=None if a.explanation.preferred_over is None else dict(a.explanation.preferred_over),
                 )
                 for a in r.assignments
             ],
@@ -205,6 +207,7 @@ class DashboardOut(BaseModel):
     by: ByOut
     latest: list[LatestOut]
     prices: list[PriceAgeOut]
+    price_stale_after_days: float
     forecast: dict[str, Any]
     tenants: list[str]
 
@@ -222,6 +225,7 @@ class DashboardOut(BaseModel):
             by=ByOut.from_domain(d.by, d.sites),
             latest=[LatestOut.from_domain(p) for p in d.latest],
             prices=[PriceAgeOut.from_domain(p) for p in d.prices],
+            price_stale_after_days=d.price_stale_after_days,
             forecast=dict(d.forecast),
             tenants=list(d.tenants),
         )

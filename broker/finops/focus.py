@@ -6,9 +6,12 @@ Column names and data types follow the FOCUS 1.2 specification; columns this
 broker adds are prefixed `x_` as the specification asks.
 
 Modelling choices (see docs/finops.md):
-- Catalog prices are effective hourly rates, so BilledCost = EffectiveCost =
-  ContractedCost (no negotiated discount, reservations billed hourly as a
-  no-upfront commitment would be).
+- Catalog prices are effective hourly rates, so BilledCost = EffectiveCost
+  (reservations billed hourly as a no-upfront commitment would be). Contracted
+  prices exclude commitment discounts (FOCUS 1.2): on a committed (reserved)
+  row ContractedUnitPrice is the node type's on-demand price at the site and
+  ContractedCost = ContractedUnitPrice x PricingQuantity, so ContractedCost -
+  EffectiveCost is what the commitment saves. Elsewhere they equal the price paid.
 - ListCost prices the same node type at the site's on-demand rate where the
   catalog sells one, so ListCost - EffectiveCost is the spot/reservation discount.
 - PricingCategory: ondemand -> Standard, spot -> Dynamic, reserved -> Committed.
@@ -336,6 +339,8 @@ def _compute_columns(row: dict[str, Any], e: LedgerEntry, res: _Resource, hours:
         SkuPriceDetails=json.dumps({"InstanceType": instance_type, "CapacityType": capacity}),
     )
     if category == "Committed":
+        # the price the contract gives without the commitment: the same node on demand
+        row.update(ContractedUnitPrice=dec(listed), ContractedCost=dec(listed * nodes * hours))
         row.update(
             CommitmentDiscountId=pool,
             CommitmentDiscountName=f"{instance_type} reserved at {site}",

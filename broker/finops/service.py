@@ -92,6 +92,7 @@ class Dashboard:
     prices: list[PriceAge]
     forecast: Mapping[str, Any]  # the forecasting area's comparison, as it reports it
     tenants: list[str]
+    price_stale_after_days: float = 30.0  # the age past which `prices` are stale (the banner says it)
 
 
 @dataclass
@@ -151,6 +152,7 @@ class FinOps:
             prices=self._prices(),
             forecast=self._forecast(tenant, lo, hi),
             tenants=store.tenants(self.broker.sessions),
+            price_stale_after_days=self.broker.settings.price_stale_after_days,
         )
 
     def _prices(self) -> list[PriceAge]:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    Strict,
+    model_serializer,
+    model_validator,
+)
 
 from broker.core.placement import ResourceSizing, SizingReport, WorkloadSizing
 
-Usage = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Usage = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 Metric = Literal["cpu", "memory_gib"]
 
 
@@ -22,10 +30,11 @@ class DemandIn(BaseModel):
 
     series: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     history: dict[Metric, Annotated[list[Usage], Field(min_length=1, max_length=100_000)]] | None = None
-    step_seconds: int = Field(300, ge=10, le=86_400)
-    headroom_pct: float = Field(20.0, ge=0, le=400)
-    horizon_hours: float = Field(24.0, gt=0, le=24 * 14)
-    only_downsize: bool = False
+    # strict like the rest of the request document (broker/placements/documents.py)
+    step_seconds: Annotated[int, Strict()] = Field(300, ge=10, le=86_400)
+    headroom_pct: Annotated[float, Strict()] = Field(20.0, ge=0, le=400)
+    horizon_hours: Annotated[float, Strict()] = Field(24.0, gt=0, le=24 * 14)
+    only_downsize: Annotated[bool, Strict()] = False
 
     @model_validator(mode="after")
     def _one_source(self) -> DemandIn:

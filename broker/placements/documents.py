@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Strict as StrictType
 
 from broker.core.domain import (
     Arch,
@@ -29,6 +30,11 @@ from broker.core.residency import resolve_policy
 from broker.forecast.demand import DemandIn, RightsizingOut
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\- ]*$")]
+# numbers and flags as JSON types, nothing coerced: `replicas: true` is not 1, `cpu: "2"` not 2.0
+# (an integer may not be 3.0 either; a number may be an integer)
+Int = Annotated[int, StrictType()]
+Num = Annotated[float, StrictType()]
+Flag = Annotated[bool, StrictType()]
 
 
 class Strict(BaseModel):
@@ -36,9 +42,9 @@ class Strict(BaseModel):
 
 
 class ObjectiveIn(Strict):
-    cost: float = Field(1.0, ge=0)
-    latency: float = Field(0.0, ge=0)
-    carbon: float = Field(0.0, ge=0)
+    cost: Num = Field(1.0, ge=0)
+    latency: Num = Field(0.0, ge=0)
+    carbon: Num = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _some_weight(self) -> ObjectiveIn:
@@ -49,8 +55,8 @@ class ObjectiveIn(Strict):
 
 class UserRegionIn(Strict):
     name: Name
-    lat: float | None = Field(None, ge=-90, le=90)
-    lon: float | None = Field(None, ge=-180, le=180)
+    lat: Num | None = Field(None, ge=-90, le=90)
+    lon: Num | None = Field(None, ge=-180, le=180)
     site: str | None = None
 
     @model_validator(mode="after")
@@ -64,12 +70,12 @@ class UserRegionIn(Strict):
 
 
 class SpreadIn(Strict):
-    min_sites: int = Field(1, ge=1, le=100)
+    min_sites: Int = Field(1, ge=1, le=100)
 
 
 class DependencyIn(Strict):
     workload: Name
-    gib_per_hour: float = Field(ge=0, le=1e6)
+    gib_per_hour: Num = Field(ge=0, le=1e6)
 
 
 class InlineResidency(Strict):
@@ -80,24 +86,24 @@ class InlineResidency(Strict):
 
 class WorkloadIn(Strict):
     name: Name
-    replicas: int = Field(ge=1, le=100_000)
+    replicas: Int = Field(ge=1, le=100_000)
     # floors of 1 millicore and ~1 MiB: smaller positive values overflowed the solver (a 5xx)
-    cpu: float = Field(ge=0.001, le=1024)
-    memory_gib: float = Field(ge=0.001, le=32_768)
-    gpus: float = Field(0, ge=0, le=64)
+    cpu: Num = Field(ge=0.001, le=1024)
+    memory_gib: Num = Field(ge=0.001, le=32_768)
+    gpus: Num = Field(0, ge=0, le=64)
     gpu_model: str | None = Field(None, max_length=80)
     arch: list[Arch] = Field(default_factory=lambda: [Arch.AMD64], min_length=1)
-    storage_gib: float = Field(0, ge=0, le=1_000_000)
+    storage_gib: Num = Field(0, ge=0, le=1_000_000)
     storage_tier: StorageTier = StorageTier.SSD
     residency: str | InlineResidency | None = None
-    latency_slo_ms: dict[str, Annotated[float, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
+    latency_slo_ms: dict[str, Annotated[Num, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
     spread: SpreadIn = Field(default_factory=SpreadIn)
     capacity_types: list[CapacityType] = Field(
         default_factory=lambda: [CapacityType.ONDEMAND, CapacityType.RESERVED], min_length=1
     )
     providers: list[str] | None = Field(None, min_length=1)
     depends_on: list[DependencyIn] = Field(default_factory=list)
-    max_spot_fraction: float | None = Field(None, ge=0, le=1)
+    max_spot_fraction: Num | None = Field(None, ge=0, le=1)
     labels: dict[str, str] = Field(default_factory=dict)
     demand: DemandIn | None = None  # size cpu/memory from a usage forecast (docs/forecast.md)
 
@@ -148,23 +154,23 @@ class CurrentIn(Strict):
 
     workload: Name
     pool: str = Field(min_length=3, max_length=300)
-    replicas: int = Field(ge=1, le=100_000)
+    replicas: Int = Field(ge=1, le=100_000)
 
 
 class PlacementRequestIn(Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: Name
-    horizon_hours: float = Field(730, gt=0, le=87_600)
+    horizon_hours: Num = Field(730, gt=0, le=87_600)
     objective: ObjectiveIn = Field(default_factory=ObjectiveIn)
     user_regions: list[UserRegionIn] = Field(default_factory=list)
     workloads: list[WorkloadIn] = Field(min_length=1)
-    dry_run: bool = False
-    time_limit_s: float = Field(10.0, gt=0, le=600)
+    dry_run: Flag = False
+    time_limit_s: Num = Field(10.0, gt=0, le=600)
     # stability (docs/solver.md): re-plan moving only what pays off
     current: list[CurrentIn] = Field(default_factory=list)
-    migration_cost_per_replica: float = Field(0.0, ge=0, le=1_000_000)
-    max_moves: int | None = Field(None, ge=0)
+    migration_cost_per_replica: Num = Field(0.0, ge=0, le=1_000_000)
+    max_moves: Int | None = Field(None, ge=0)
     # which RTT statistic latency SLOs are checked against (docs/latency.md): the typical
     # round trip (median) or a conservative one that ~92 % of measured pairs stay under
     latency_quantile: Literal["p50", "p95"] = Field(
@@ -172,8 +178,8 @@ class PlacementRequestIn(Strict):
     )
     # production service (docs/operations.md): budget scope, budget override, async job
     team: Name | None = None
-    allow_over_budget: bool = False
-    async_: bool = Field(False, alias="async", description="answer 202 with a job to poll")
+    allow_over_budget: Flag = False
+    async_: Flag = Field(False, alias="async", description="answer 202 with a job to poll")
 
     def to_domain(self) -> PlacementRequest:
         return PlacementRequest(
@@ -194,12 +200,25 @@ class PlacementRequestIn(Strict):
 # ---- response ---------------------------------------------------------------------
 
 
+class PreferredOverOut(BaseModel):
+    """A home the constraints allow that costs less alone, passed over for the whole plan."""
+
+    pool: str
+    saving_per_hour: float = Field(description="what these replicas would cost less there, alone (USD/h, > 0)")
+    because: list[str] = Field(description="what couples this choice to the rest of the plan")
+
+
 class ExplanationOut(BaseModel):
     cost_per_hour: float
     binding: list[str]
-    next_best: str | None
-    next_best_extra_per_hour: float | None = None
+    next_best: str | None = Field(
+        description="the cheapest pool at another site the constraints allow that costs alone at least what "
+        "this pool does (the runner-up)"
+    )
+    # no `ge=0` here: placements stored before this definition carry negative values and are still served
+    next_best_extra_per_hour: float | None = Field(None, description="what next_best would cost more (>= 0)")
     cost_breakdown: dict[str, float] = Field(default_factory=dict)
+    preferred_over: PreferredOverOut | None = None
 
     @classmethod
     def from_domain(cls, e: Explanation) -> ExplanationOut:
@@ -209,6 +228,7 @@ class ExplanationOut(BaseModel):
             next_best=e.next_best,
             next_best_extra_per_hour=e.next_best_extra_per_hour,
             cost_breakdown=dict(e.cost_breakdown),
+            preferred_over=None if e.preferred_over is None else PreferredOverOut(**dict(e.preferred_over)),
         )
 
 

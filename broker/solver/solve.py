@@ -217,13 +217,15 @@ def _validate(problem: PlacementProblem) -> None:
     regions = {u.name for u in req.user_regions}
     for i, w in enumerate(req.workloads):
         for j, dep in enumerate(w.depends_on):
-            if dep.workload not in seen or dep.workload == w.name:
-                errors.append(
-                    {
-                        "loc": ["body", "workloads", i, "depends_on", j, "workload"],
-                        "msg": f"depends on unknown workload {dep.workload!r}",
-                    }
-                )
+            # a dependency is traffic to another workload, charged as egress between their sites:
+            # cycles (traffic both ways) are fine, a workload's own traffic is not a dependency
+            if dep.workload == w.name:
+                msg = f"{w.name!r} depends on itself: depends_on names another workload of the request"
+            elif dep.workload not in seen:
+                msg = f"depends on unknown workload {dep.workload!r}"
+            else:
+                continue
+            errors.append({"loc": ["body", "workloads", i, "depends_on", j, "workload"], "msg": msg})
         for region in w.latency_slo_ms:
             if region not in regions:
                 errors.append(

@@ -180,3 +180,46 @@ def test_assets_are_served_locally(server: str) -> None:
         r = httpx.get(f"{server}/dashboard/static/{asset}")
         assert r.status_code == 200 and len(r.content) > 1000, asset
     assert httpx.get(f"{server}/dashboard/static/../routes/dashboard.py").status_code == 404
+
+
+@pytest.fixture(scope="module")
+def stale_server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """No placements, prices stale after a minute: the bundled snapshot is older than that."""
+    from api.app import create_app
+
+    path = tmp_path_factory.mktemp("dashboard-stale") / "broker.db"
+    shutil.copy(template_db, path)
+    broker = Broker.open(Settings(database_url=f"sqlite:///{path}", price_stale_after_days=1 / 1440))
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_stale_prices_show_a_banner_at_the_top(stale_server: str, page: tuple[Page, list[str]]) -> None:
+    pg, problems = page
+    pg.goto(f"{stale_server}/dashboard")
+    data = _ready(pg)
+    stale = [r["provider"] for r in data["prices"] if r["stale"]]
+    assert stale, data["prices"]
+    banner = pg.locator("#stale-banner")
+    assert banner.is_visible()
+    text = banner.inner_text()
+    assert text.startswith("Stale prices:") and all(p in text for p in stale) and "broker pricing refresh" in text
+    # above the figures it qualifies
+    assert banner.bounding_box()["y"] < pg.locator("#kpi-cost-h").bounding_box()["y"]  # type: ignore[index]
+    assert problems == []
+
+
+def test_fresh_prices_show_no_banner(server: str, page: tuple[Page, list[str]]) -> None:
+    pg, _ = page
+    pg.goto(f"{server}/dashboard")
+    data = _ready(pg)
+    assert pg.locator("#stale-banner").is_visible() == any(r["stale"] for r in data["prices"])

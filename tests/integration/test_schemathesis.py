@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,6 +32,7 @@ from sqlalchemy import create_engine, text
 
 from broker.app import Broker
 from broker.settings import Settings
+from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
 
 SITES = (
     "aws:eu-central-1",
@@ -44,8 +45,8 @@ SITES = (
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance]
 
 
-def _cut_catalog(path: Path) -> None:
-    engine = create_engine(f"sqlite:///{path}")
+def _cut_catalog(url: str) -> None:
+    engine = create_engine(url)
     with engine.begin() as c:
         c.execute(text("DELETE FROM pools WHERE site NOT IN (" + ",".join(f"'{s}'" for s in SITES) + ")"))
         # another catalog version than the full one, so no cached copy of that is used
@@ -53,17 +54,30 @@ def _cut_catalog(path: Path) -> None:
     engine.dispose()
 
 
-@pytest.fixture(scope="module")
-def app(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The app on each database: limits a backend enforces (PostgreSQL's bigint OFFSET, its
+    types and constraints) are only met by running the same cases against it."""
     from api.app import create_app
 
-    path = tmp_path_factory.mktemp("schemathesis") / "broker.db"
-    shutil.copy(template_db, path)  # its own database: random requests store things
-    _cut_catalog(path)
-    broker = Broker.open(Settings(database_url=f"sqlite:///{path}", log_format="text", rate_limit="1000000/minute"))
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("schemathesis") / "broker.db"
+        shutil.copy(request.getfixturevalue("template_db"), path)  # its own database: random requests store things
+        url, drop = f"sqlite:///{path}", None
+    else:
+        admin = request.getfixturevalue("pg_server")
+        name = create_pg_database(admin, template=request.getfixturevalue("pg_template"))
+        url, drop = f"{PG_SERVER}/{name}", name
+    _cut_catalog(url)
+    broker = Broker.open(Settings(database_url=url, log_format="text", rate_limit="1000000/minute"))
     cat = broker.catalog()  # loaded before the first timed request
     assert 5_000 < cat.table.n_pools < 30_000
-    return create_app(broker=broker)
+    try:
+        yield create_app(broker=broker)
+    finally:
+        broker.engine.dispose()
+        if drop is not None:
+            drop_pg_database(admin, drop)
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

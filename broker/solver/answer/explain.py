@@ -3,16 +3,24 @@
 A constraint binds when dropping it alone would offer a cheaper home for the
 workload; homes are compared by what a replica costs when the workload runs
 alone on whole nodes of a pool (node sharing aside, what a user would pay).
+
+The next best home is the runner-up to the chosen pool: the cheapest pool at another site
+that the workload's hard constraints allow and that costs alone at least what the chosen
+pool does, so `next_best_extra_per_hour` >= 0. A pool the constraints allow that costs
+less alone was passed over for the plan as a whole: `preferred_over` names the cheapest
+such pool, what it would save alone and why the plan preferred this one (preferred.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from broker.core.domain import Assignment, Explanation, Workload
 from broker.core.pooltable import BoolArray, FloatArray, IntArray, PoolTable
+from broker.solver.answer import preferred as preferred_mod
 from broker.solver.answer.risk import interruption_risk_month, risk_adjusted
 from broker.solver.prepare.classes import SPOT, WorkloadData, per_node_exact
 from broker.solver.prepare.filters import NamedMask
@@ -20,6 +28,8 @@ from broker.solver.problem import PlacementProblem
 from broker.solver.segments import group_bounds
 from broker.solver.types import Placement
 
+# costs per replica closer than this are equal (float noise of ceil(r / fit) * price / r)
+_EPS = 1e-9
 # constraints whose relaxation says something a user can act on
 _ACTIONABLE = {"residency", "latency", "capacity_type", "provider", "arch", "gpu_model"}
 
@@ -41,6 +51,13 @@ def explain_assignments(
     for (k, p), r in x.items():
         by_workload.setdefault(k, []).append((p, r))
     homes = _all_homes(t, workloads, masks_by_w, by_workload, node_cost)
+    on_pool: dict[int, list[str]] = {}  # pool -> names of the workloads placed on it
+    for k, p in x:
+        on_pool.setdefault(p, []).append(workloads[k].w.name)
+    dependents: dict[str, list[str]] = {}
+    for wd in workloads:
+        for d in wd.w.depends_on:
+            dependents.setdefault(d.workload, []).append(wd.w.name)
     storage: dict[tuple[object, ...], FloatArray] = {}
     latency_at: dict[int, dict[str, float]] = {}
     rows: list[Assignment] = []
@@ -64,11 +81,29 @@ def explain_assignments(
                 row_binding.append(f"capacity:{t.pools[p].id} max_nodes={int(t.max_nodes[p])}")
             best1, best2 = home.best
             j = best1 if best1 >= 0 and int(t.site_idx[best1]) != site else best2
+            mine = home.frac[p]
+            preferred = None
+            cheaper = [q for q in (best1, j) if q >= 0 and q != p and home.frac[q] < mine - _EPS]
+            if cheaper and np.isfinite(mine):
+                q = min(cheaper, key=lambda q: (home.frac[q], q))
+                because = preferred_mod.reasons(
+                    problem,
+                    w,
+                    p,
+                    q,
+                    sharers=sorted(set(on_pool.get(p, [])) - {w.name}),
+                    dependents=dependents.get(w.name, []),
+                    nodes=nodes,
+                    storage=storage[skey],
+                )
+                preferred = preferred_mod.preferred_over(problem, q, (mine - home.frac[q]) * r, because)
+                if home.frac[j] < mine - _EPS:  # the runner-up costs at least what this pool does
+                    j = home.at_least(mine, site)
             next_best = None
             extra = None
             if j >= 0:
                 next_best = t.pools[j].id
-                extra = round((home.frac[j] - home.frac[p]) * r, 6)
+                extra = round(max(home.cost(j) - mine, 0.0) * r, 6) if np.isfinite(mine) else None
             if site not in latency_at:
                 latency_at[site] = {
                     name: round(float(rtt[site]), 1) for name, rtt in problem.user_rtt.items() if np.isfinite(rtt[site])
@@ -87,6 +122,7 @@ def explain_assignments(
                         next_best=next_best,
                         next_best_extra_per_hour=extra,
                         cost_breakdown=_breakdown(t, p, cost_compute, cost_storage),
+                        preferred_over=preferred,
                     ),
                 )
             )
@@ -137,6 +173,24 @@ class _Home:
     # cheapest allowed pool, cheapest at another site (-1: none, or no row is at the first's site)
     best: tuple[int, int]
     binding: list[str]
+    homes: _Homes
+    replicas: int
+    runner_up: dict[tuple[float, int], int] = field(default_factory=dict)
+
+    def at_least(self, cost: float, not_site: int) -> int:
+        """The cheapest allowed pool off site `not_site` costing at least `cost` per replica (-1: none)."""
+        key = (cost, not_site)
+        if key not in self.runner_up:  # rows of one key share chosen pools' costs and sites
+            pool, its_cost = self.homes.first_at_least(self.replicas, cost, not_site)
+            self.runner_up[key] = pool
+            if pool >= 0:
+                self.frac.setdefault(pool, its_cost)
+        return self.runner_up[key]
+
+    def cost(self, p: int) -> float:
+        if p not in self.frac:
+            self.frac.update(self.homes.frac(self.replicas, {p}))
+        return self.frac[p]
 
 
 def _all_homes(
@@ -250,6 +304,9 @@ class _Homes:
         has = lo < hi
         self.end = np.zeros(len(s.per_node), dtype=np.int64)  # per group: where it ends in `home`
         self.end[s.groups] = hi
+        self.begin = np.zeros(len(s.per_node), dtype=np.int64)  # and where it starts
+        self.begin[s.groups] = lo
+        self.home_key: NDArray[np.complex128] | None = None  # (group, node cost) of `home`, on demand
         self.first = self._per_group(lo[has], s.groups[has])
         self.best_site = np.full(len(s.per_node), -1)
         self.best_site[s.groups[has]] = s.sites[self.home[lo[has]]]
@@ -277,7 +334,35 @@ class _Homes:
             near = self.best_site == s1
             start = np.where(near, self.away[0], self.first[0]), np.where(near, self.away[1], self.first[1])
             best2 = self._first_cheapest(nodes, r, start, s1)
-        return _Home(self._frac(r, wanted | ({best1, best2} - {-1})), (best1, best2), binding)
+        return _Home(self.frac(r, wanted | ({best1, best2} - {-1})), (best1, best2), binding, self, r)
+
+    def first_at_least(self, r: int, cost: float, not_site: int) -> tuple[int, float]:
+        """The cheapest allowed pool off site `not_site` whose cost per replica for r replicas is
+        at least `cost`, and that cost ((-1, inf): none); lowest index on ties."""
+        s = self.sized
+        if self.home_key is None:  # built for the few candidate sets whose rows need a runner-up
+            group_of_home = s.groups[np.searchsorted(s.bounds, self.home, side="right") - 1]
+            self.home_key = group_of_home + 1j * s.pool_cost[self.home]
+        groups = np.flatnonzero(self.begin < self.end)
+        nodes = np.ceil(r / s.per_node[groups])
+        # per group, the first allowed pool costly enough: one search over (group, node cost)
+        # keys, ordered as `home` is (complex numbers compare by real part, then imaginary)
+        at = np.searchsorted(self.home_key, groups + 1j * ((cost - _EPS) * r / nodes))
+        has = at < self.end[groups]
+        groups, nodes, at = groups[has], nodes[has], at[has]
+        here = s.sites[self.home[at]] == not_site
+        for i in np.flatnonzero(here).tolist():  # at the excluded site: the next one elsewhere
+            k, end = int(at[i]), int(self.end[groups[i]])
+            while k < end and s.sites[self.home[k]] == not_site:
+                k += 1
+            at[i] = k
+        off = at < self.end[groups]
+        if not off.any():
+            return -1, np.inf
+        nodes, pools = nodes[off], self.home[at[off]]
+        c = nodes * s.pool_cost[pools] / r
+        low = c.min()
+        return int(s.pools[pools][c == low].min()), float(low)
 
     def _first_cheapest(self, nodes: FloatArray, r: int, start: tuple[IntArray, FloatArray], not_site: int) -> int:
         """The pool of lowest index among the cheapest allowed ones off site `not_site` (-1: none),
@@ -304,7 +389,7 @@ class _Homes:
                 k += n
         return best
 
-    def _frac(self, r: int, pools: set[int]) -> dict[int, float]:
+    def frac(self, r: int, pools: set[int]) -> dict[int, float]:
         s = self.sized
         wanted = np.array(sorted(pools), dtype=np.int64)
         pos = np.minimum(np.searchsorted(s.idx, wanted), max(len(s.idx) - 1, 0))

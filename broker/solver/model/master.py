@@ -23,6 +23,7 @@ from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.model.columns import ranges
 from broker.solver.model.layout import INF, Layout, ModelInput, egress_values
 from broker.solver.model.mip import LPResult, MIPResult, MipRunner, Outcome, model_of, outcome_of
+from broker.solver.model.quiet_highs import QuietHighs
 from broker.solver.model.universe import Universe
 from broker.solver.types import DualPrices
 
@@ -36,8 +37,7 @@ class Master:
         """`relaxed`: without fit rows, site rows and egress rows, the LP whose duals price the
         node-share bound (bounds/relaxed_lp.py)."""
         self.mi, self.lay, self.uni, self.u = mi, lay, universe, universe.cols
-        self.h = highspy.Highs()  # type: ignore[no-untyped-call]
-        self.h.setOptionValue("output_flag", False)
+        self.h = QuietHighs()
         self.h.setOptionValue("solver", "simplex")
         self.demand, self.replicas = mi.class_demand, mi.class_replicas
         self.pool_col = np.full(mi.n_pools, -1, dtype=np.int64)  # HiGHS column of n_p, -1 = absent

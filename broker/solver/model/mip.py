@@ -17,6 +17,7 @@ import highspy
 import numpy as np
 
 from broker.core.pooltable import FloatArray
+from broker.solver.model.quiet_highs import QuietHighs
 
 _ARRAYS = ("col_cost_", "col_lower_", "col_upper_", "row_lower_", "row_upper_")
 
@@ -91,8 +92,7 @@ def build(model: dict[str, Any]) -> highspy.Highs:
     a.start_, a.index_, a.value_ = model["start"], model["index"], model["value"]
     if len(model["integrality"]):
         lp.integrality_ = [highspy.HighsVarType(int(v)) for v in model["integrality"]]
-    h = highspy.Highs()  # type: ignore[no-untyped-call]
-    h.setOptionValue("output_flag", False)
+    h = QuietHighs()
     h.passModel(lp)
     return h
 

@@ -50,7 +50,8 @@ ARCH = {"aws:eu-central-1/m7g.large/spot": "arm64"}
     [
         ("aws", "spot", {"karpenter.sh/capacity-type": "spot"}, []),
         ("aws", "ondemand", {"karpenter.sh/capacity-type": "on-demand"}, []),
-        ("aws", "reserved", {"karpenter.sh/capacity-type": "reserved"}, []),
+        # a Reserved Instance is billing on an on-demand instance; Karpenter's `reserved` is an ODCR
+        ("aws", "reserved", {"karpenter.sh/capacity-type": "on-demand"}, []),
         ("gcp", "spot", {"cloud.google.com/gke-spot": "true"}, ["cloud.google.com/gke-spot"]),
         ("gcp", "ondemand", {}, []),
         ("azure", "spot", {"kubernetes.azure.com/scalesetpriority": "spot"}, ["kubernetes.azure.com/scalesetpriority"]),
@@ -223,3 +224,24 @@ def test_cached_validator_agrees_with_kubernetes_validate(path: tuple[Any, ...],
         library_ok = False
     assert (problems(doc) == []) == library_ok
     assert library_ok == (path == ())
+
+
+@pytest.mark.parametrize(
+    ("pool", "label", "karpenter"),
+    [
+        ("aws:eu-central-1/m6i.large/reserved", "reserved-instance", "on-demand"),
+        ("aws:eu-central-1/m6i.large/ondemand", "ondemand", "on-demand"),
+        ("aws:eu-central-1/m6i.large/spot", "spot", "spot"),
+        ("private:fra-dc1/r740-std/reserved", "owned", None),
+    ],
+)
+def test_capacity_labels_say_what_the_capacity_is(pool: str, label: str, karpenter: str | None) -> None:
+    site = pool.split("/", 1)[0]
+    one = placement([assignment("trainer", pool, 1, 0.1)], request=REQUEST, id="pl_1", name="shop")
+    [bundle] = build_bundles(one, {site: [Target("c1", site, "shop")]})
+    [m] = bundle.manifests
+    assert m["metadata"]["labels"][f"{PREFIX}/capacity-type"] == label
+    pod = m["spec"]["template"]
+    assert pod["metadata"]["labels"][f"{PREFIX}/capacity-type"] == label
+    assert pod["spec"]["nodeSelector"].get("karpenter.sh/capacity-type") == karpenter
+    assert problems(m) == []

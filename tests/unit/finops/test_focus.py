@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from broker.core.domain import NodeAllocation
 from broker.finops.focus import (
     CHARGE_CATEGORIES,
     COLUMN_NAMES,
@@ -165,3 +166,33 @@ def test_no_rows_for_an_empty_window() -> None:
     e = entry_from_placement(replace(PLACEMENT, id="p", tenant="t", name="n"))
     assert focus_rows([e], [], start=T0, end=T0 + timedelta(days=1)) == []
     assert to_csv([]).decode().strip().split(",")[0] == '"AvailabilityZone"'
+
+
+def test_contracted_prices_exclude_the_commitment_discount() -> None:
+    """FOCUS 1.2: ContractedUnitPrice includes negotiated discounts but not commitment discounts,
+    and ContractedCost = ContractedUnitPrice x PricingQuantity; EffectiveCost keeps the discount."""
+    ri_pool = "aws:eu-central-1/m6i.xlarge/reserved"
+    p = replace(
+        PLACEMENT,
+        result=replace(
+            PLACEMENT.result,
+            nodes=(*PLACEMENT.result.nodes, NodeAllocation(ri_pool, 1, 0.12)),
+            assignments=(*PLACEMENT.result.assignments, assignment("a", ri_pool, 1, 0.12, breakdown={"compute": 0.12})),
+            cost_per_hour=1.12,
+        ),
+    )
+    e = entry_from_placement(p)
+    items = items_from_placement(e, p, lambda pool: 0.2 if "m6i" in pool else None)  # on demand: 0.2
+    rows = focus_rows([e], items, start=T0 - timedelta(days=1), end=T0 + timedelta(hours=30))
+    ri = [r for r in rows if r["SkuPriceId"] == ri_pool]
+    assert ri
+    for r in ri:
+        assert r["PricingCategory"] == "Committed"
+        assert float(r["ContractedUnitPrice"]) == pytest.approx(0.2)  # type: ignore[arg-type]
+        assert float(r["ListUnitPrice"]) == pytest.approx(0.2)  # type: ignore[arg-type]
+        assert float(r["EffectiveCost"]) == pytest.approx(0.12 * float(r["PricingQuantity"]))  # type: ignore[arg-type]
+        assert float(r["ContractedCost"]) > float(r["EffectiveCost"])  # type: ignore[arg-type]
+    for r in rows:  # everywhere: the contracted cost is the contracted price times the quantity
+        if r["ContractedUnitPrice"] is not None and r["PricingQuantity"] is not None:
+            expected = float(r["ContractedUnitPrice"]) * float(r["PricingQuantity"])  # type: ignore[arg-type]
+            assert float(r["ContractedCost"]) == pytest.approx(expected, rel=1e-6), r["SkuPriceId"]  # type: ignore[arg-type]

@@ -28,6 +28,9 @@ def test_contract_example_is_proven_close_to_optimal(shared_broker: Broker) -> N
         e = a["explanation"]
         assert set(e["cost_breakdown"]) >= {"compute", "storage"}
         assert e["next_best"] is None or e["next_best_extra_per_hour"] is not None
+        assert e["next_best_extra_per_hour"] is None or e["next_best_extra_per_hour"] >= 0
+        passed_over = e["preferred_over"]
+        assert passed_over is None or (passed_over["saving_per_hour"] > 0 and passed_over["because"])
     assert doc["rejected"]["checkout-api"]["residency"] > 0  # why the other sites were excluded
 
 

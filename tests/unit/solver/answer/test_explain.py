@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
 import pytest
 
-from broker.core.domain import Assignment, CapacityType, ResidencyPolicy, Workload
+from broker.core.domain import Assignment, CapacityType, Dependency, ResidencyPolicy, Workload
 from broker.core.pooltable import PoolTable
 from broker.solver.answer.explain import explain_assignments
 from broker.solver.costs import placement_nodes
 from broker.solver.prepare.candidates import prepare
+from broker.solver.prepare.classes import per_node_exact
 
 from ..support.catalog import GDPR, problem, tied_table
 
@@ -40,18 +45,30 @@ def test_next_best_is_the_cheapest_home_at_another_site_and_binding_names_cheape
     assert e.next_best_extra_per_hour == pytest.approx(2 * (0.088 - 0.08) / 2)
     assert e.binding == ("capacity_types:[ondemand,reserved] on api", "residency:gdpr-eu on api")
     assert e.cost_per_hour == pytest.approx(0.08)
+    assert e.preferred_over is None  # nothing allowed costs less alone
+    # on the dearer pool the next best is the runner-up above it, never a cheaper one: the
+    # cheaper home is named as passed over, with what it would save and why
     e = _explain([api], {("api", "aws:eu-central-1/small/ondemand"): 2})[
         ("api", "aws:eu-central-1/small/ondemand")
     ].explanation
-    assert e.next_best == "gcp:europe-west1/small/ondemand"
-    assert e.next_best_extra_per_hour == pytest.approx(-2 * (0.088 - 0.08) / 2)
+    assert e.next_best == "gcp:europe-west1/medium/ondemand"  # one node for both: 0.19 / 2 a replica
+    assert e.next_best_extra_per_hour == pytest.approx(2 * (0.19 / 2 - 0.088 / 2))
+    assert e.preferred_over == {
+        "pool": "gcp:europe-west1/small/ondemand",
+        "saving_per_hour": pytest.approx(2 * (0.088 - 0.08) / 2),
+        "because": ["the plan is not proven optimal (see gap_pct)"],  # nothing couples this lone workload
+    }
 
 
 def test_next_best_ties_go_to_the_first_pool_in_the_table() -> None:
     w = [Workload("w", 1, 1, 2)]
     tbl = tied_table([(1, "a", OD, 0.1, None), (0, "a", OD, 0.1, None), (2, "b", OD, 0.2, None)])
     rows = _explain(w, {("w", "azure:germanywestcentral/b/ondemand"): 1}, tbl)
-    assert rows[("w", "azure:germanywestcentral/b/ondemand")].explanation.next_best == "gcp:europe-west3/a/ondemand"
+    e = rows[("w", "azure:germanywestcentral/b/ondemand")].explanation
+    # on the dearest pool nothing elsewhere costs as much: no runner-up; the cheaper home passed
+    # over is the first of the tie
+    assert e.next_best is None and e.next_best_extra_per_hour is None
+    assert e.preferred_over is not None and e.preferred_over["pool"] == "gcp:europe-west3/a/ondemand"
     # on the cheapest home itself: the cheapest at another site, again the first of a tie
     tbl = tied_table([(2, "a", OD, 0.1, None), (0, "a", OD, 0.1, None), (1, "a", OD, 0.1, None)])
     e = _explain(w, {("w", "gcp:europe-west3/a/ondemand"): 1}, tbl)[("w", "gcp:europe-west3/a/ondemand")].explanation
@@ -80,3 +97,64 @@ def test_spread_binds_on_every_row_and_a_full_owned_pool_on_its_own() -> None:
     spread, full = "spread.min_sites>=2 on s", f"capacity:{owned} max_nodes=3"
     assert rows[("s", owned)].explanation.binding == ("capacity_types:[ondemand,reserved] on s", spread, full)
     assert rows[("s", large)].explanation.binding == ("capacity_types:[ondemand,reserved] on s", spread)
+
+
+def _alone(p: Any, prep: Any, w: Workload) -> dict[int, float]:
+    """Brute force: per replica cost of every pool w's hard constraints allow, all replicas on it."""
+    t = p.table
+    k = [x.w.name for x in prep.workloads].index(w.name)
+    ok = ~t.dominated
+    for m in prep.masks_by_w[k]:
+        ok &= m.mask
+    fit = np.floor(per_node_exact(w.cpu, w.memory_gib, w.gpus, t.vcpus, t.memory_gib, t.gpus) + 1e-9)
+    out = {}
+    for q in np.flatnonzero(ok & (fit >= 1) & np.isfinite(prep.node_cost)).tolist():
+        out[q] = math.ceil(w.replicas / fit[q]) * float(prep.node_cost[q]) / w.replicas
+    return out
+
+
+@pytest.mark.parametrize(
+    "w",
+    [
+        Workload("api", 2, 1, 2, residency=GDPR),
+        Workload("api", 3, 2, 6),
+        Workload("api", 5, 1, 3, capacity_types=(OD, CapacityType.SPOT)),
+    ],
+    ids=["gdpr", "anywhere", "spot"],
+)
+def test_next_best_is_the_runner_up_on_every_allowed_pool(w: Workload) -> None:
+    """On any allowed pool: next_best is the cheapest allowed pool at another site costing at
+    least as much (so its extra is >= 0), and a cheaper allowed pool is named as passed over."""
+    prob = problem([w])
+    prep = prepare(prob)
+    t = prob.table
+    alone = _alone(prob, prep, w)
+    assert len(alone) > 3
+    for p, mine in alone.items():
+        e = _explain([w], {("api", t.pools[p].id): w.replicas})[("api", t.pools[p].id)].explanation
+        assert e.next_best_extra_per_hour is None or e.next_best_extra_per_hour >= 0
+        dearer = [(c, q) for q, c in alone.items() if t.site_idx[q] != t.site_idx[p] and c >= mine - 1e-9]
+        want = t.pools[min(dearer)[1]].id if dearer else None
+        assert e.next_best == want, (t.pools[p].id, e)
+        if want is not None:
+            assert e.next_best_extra_per_hour == pytest.approx((min(dearer)[0] - mine) * w.replicas, abs=1e-6)
+        cheaper = [(c, q) for q, c in alone.items() if q != p and c < mine - 1e-9]
+        if not cheaper:
+            assert e.preferred_over is None
+        else:
+            assert e.preferred_over is not None and e.preferred_over["pool"] == t.pools[min(cheaper)[1]].id
+            assert e.preferred_over["saving_per_hour"] == pytest.approx((mine - min(cheaper)[0]) * w.replicas, abs=1e-6)
+
+
+def test_a_pool_shared_with_other_workloads_says_so() -> None:
+    # each alone would take a small node; together they share a medium one
+    ws = [Workload("a", 1, 1, 2), Workload("b", 1, 1, 2, depends_on=(Dependency("a", 1.0),))]
+    medium = "gcp:europe-west1/medium/ondemand"
+    rows = _explain(ws, {("a", medium): 1, ("b", medium): 1})
+    a, b = rows[("a", medium)].explanation, rows[("b", medium)].explanation
+    assert a.preferred_over is not None and b.preferred_over is not None
+    assert f"shares the nodes of {medium} with b" in a.preferred_over["because"]
+    assert f"shares the nodes of {medium} with a" in b.preferred_over["because"]
+    # a cheaper pool at another site would put their traffic on the wire
+    if a.preferred_over["pool"].split("/")[0] != "gcp:europe-west1":
+        assert "egress: traffic with b" in a.preferred_over["because"]

@@ -1,0 +1,252 @@
+"""Every command of the README runs as written.
+
+The README's bash blocks are read from the file itself: the tour's `curl` calls against a
+server, the CLI's commands and the production-service block that starts a server of its own.
+A server (uvicorn, embedded SQLite copied from the session's template) listens on a free
+port, and `localhost:8080` in the commands points there. Each block runs in one bash process
+(variables carry from line to line, as in a terminal) in a scratch directory that sees the
+repository's `examples/`, `tests/` and `bench/`, with HOME there too (`~/fleet`). Every command
+must exit 0 (or with the code the README gives), print no traceback, and print what it says:
+JSON that parses and is not a problem document, a markdown comment, the documented output of
+a `$ ` transcript.
+
+Not run: installing (`pip install`, the test already runs in that environment), the test
+suite itself, benchmarks (minutes each; their scripts must exist), and a price refresh from a
+provider's public API when this machine cannot resolve it (skipped, and said so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from broker.app import Broker
+from broker.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+pytestmark = pytest.mark.slow
+
+_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+_NOT_RUN = ("pip install", "python bench/")  # set-up and benchmarks (see the module's doc)
+_NETWORK = {"broker pricing refresh": "prices.azure.com"}  # a command and a host it needs
+
+
+@dataclass
+class Block:
+    line: int  # of the README
+    text: str
+
+    @property
+    def commands(self) -> list[str]:
+        """Logical commands: comments dropped, continuation lines joined, for ... done together."""
+        out: list[str] = []
+        cur: list[str] = []
+        depth = 0
+        for line in self.text.splitlines():
+            code = line.split(" # ", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
+            if not cur and not code:
+                continue
+            cur.append(line)
+            if re.search(r"(^|;)\s*do$", code):
+                depth += 1
+            if re.match(r"\s*done\b", code):
+                depth -= 1
+            if code.endswith("\\") or depth > 0:
+                continue
+            out.append("\n".join(cur))
+            cur = []
+        assert not cur, f"README line {self.line}: unterminated command {cur}"
+        return out
+
+
+def _blocks() -> list[Block]:
+    text = README.read_text()
+    return [Block(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in _BLOCK.finditer(text)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _resolves(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class Ran:
+    command: str
+    rc: int
+    out: str
+    err: str
+
+
+def _run_block(commands: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 900) -> list[Ran]:
+    """The commands in one bash process, each followed by a marker with its exit status."""
+    script = "".join(f'{{ {c}\n}}; echo "@@{i} $?@@"; echo "@@{i}@@" >&2\n' for i, c in enumerate(commands))
+    script += "kill $(jobs -p) 2> /dev/null; wait\n"  # a server the block started holds our pipes open
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a server the block starts in the background goes with it
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    outs = re.split(r"@@\d+ (\d+)@@\n", out)
+    errs = re.split(r"@@\d+@@\n", err)
+    ran = [
+        Ran(c, int(outs[2 * i + 1]), outs[2 * i], errs[i] if i < len(errs) else "")
+        for i, c in enumerate(commands)
+        if 2 * i + 1 < len(outs)
+    ]
+    assert len(ran) == len(commands), f"the block stopped after {len(ran)} commands:\n{out}\n{err}"
+    return ran
+
+
+def _check(r: Ran, where: str) -> None:
+    what = f"{where}: `{r.command}` exited {r.rc}\n--- stdout\n{r.out[-3000:]}\n--- stderr\n{r.err[-3000:]}"
+    assert "Traceback" not in r.err and "Traceback" not in r.out, what
+    expected_rc = re.search(r";\s*echo \$\?\s+#\s*(\d+)\b", r.command)
+    if expected_rc:  # `...; echo $?   # 4: ...`: the printed status is the documented one
+        assert r.rc == 0 and r.out.strip().splitlines()[-1] == expected_rc.group(1), what
+        return
+    assert r.rc == 0, what
+    cmd = r.command.split(" # ", 1)[0]
+    if cmd.startswith("curl") and "|" not in cmd and " -o " not in cmd:
+        # a server started in the background by the block logs its requests to the same terminal
+        doc: Any = json.loads("\n".join(x for x in r.out.splitlines() if not x.startswith("INFO:")))
+        assert not (isinstance(doc, dict) and isinstance(doc.get("status"), int) and doc["status"] >= 400), what
+    if re.search(r"\|\s*python -m json.tool", cmd) or cmd.startswith("python -m json.tool"):
+        assert r.out.lstrip()[:1] in ("{", "["), what
+    if cmd.startswith("broker place") and "--format json" in cmd:
+        assert json.loads(r.out)["status"] in ("optimal", "feasible"), what
+    if cmd.startswith("broker place") and "--format markdown" in cmd:
+        assert r.out.startswith("### Placement"), what
+
+
+@pytest.fixture(scope="module")
+def scratch(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str], int]]:
+    """A working directory, the environment of its commands, and a server for the tour."""
+    from api.app import create_app
+
+    root = tmp_path_factory.mktemp("readme")
+    db = root / "broker.db"
+    shutil.copy(template_db, db)
+    work = root / "work"
+    (root / "home").mkdir()
+    work.mkdir()
+    for name in ("examples", "tests", "bench"):
+        (work / name).symlink_to(REPO / name)
+    env = {
+        **os.environ,
+        "BROKER_DATABASE_URL": f"sqlite:///{db}",
+        "HOME": str(root / "home"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),
+        "COLUMNS": "200",
+        "BROKER_LOG_FORMAT": "text",
+    }
+    env.pop("BROKER_API_KEY", None)
+    env.pop("BROKER_AUTH", None)
+    port = _free_port()
+    broker = Broker.open(Settings(database_url=f"sqlite:///{db}", log_format="text"))
+    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield work, env, port
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def _point_at(command: str, port: int) -> str:
+    return re.sub(r"(localhost|127\.0\.0\.1):8080", f"127.0.0.1:{port}", command)
+
+
+def test_the_readme_has_the_blocks_this_test_runs() -> None:
+    text = "\n".join(b.text for b in _blocks())
+    for needle in (
+        "curl -s localhost:8080/v1/sites",
+        "broker place -f",
+        "broker dispatch",
+        "PUT localhost:8080/v1/budgets",
+    ):
+        assert needle in text, needle
+
+
+def test_every_readme_command_runs_as_written(scratch: tuple[Path, dict[str, str], int]) -> None:
+    work, env, port = scratch
+    ran = skipped = 0
+    notes: list[str] = []
+    for block in _blocks():
+        where = f"README.md:{block.line}"
+        if block.text.startswith("$ "):  # a transcript: the command, then what it prints
+            command, *expected = block.text.strip().splitlines()
+            [r] = _run_block([command[2:]], cwd=work, env=env)
+            printed = [line.rstrip() for line in (r.out + r.err).strip().splitlines()]
+            assert printed == [line.rstrip() for line in expected], (where, printed)
+            assert r.rc == (3 if printed[0].startswith("infeasible") else 0), (where, r.rc)
+            ran += 1
+            continue
+        commands = [c for c in block.commands if not c.startswith(_NOT_RUN) and c != "pytest"]
+        for c in block.commands:
+            if c.startswith("python bench/"):  # not run; the script must exist
+                assert (REPO / c.split()[1]).is_file(), (where, c)
+        if not commands:
+            skipped += len(block.commands)
+            continue
+        own_server = any("broker serve" in c for c in commands)
+        target = _free_port() if own_server else port
+        runnable = []
+        for c in commands:
+            c = _point_at(c, target)
+            if own_server and "broker serve" in c:
+                c = re.sub(r"broker serve( |$)", rf"broker serve --port {target}\1", c)
+            for needs, host in _NETWORK.items():
+                if needs in c and not _resolves(host):
+                    head = c.split(f" && {needs}", 1)[0]
+                    notes.append(f"{where}: `{needs}` not run ({host} does not resolve here)")
+                    c = head if head != c else ""
+            if c:
+                runnable.append(c)
+        for r in _run_block(runnable, cwd=work, env=env):
+            _check(r, where)
+            ran += 1
+    print(f"README: {ran} commands run, {skipped} not run (set-up, tests, benchmarks)", *notes, sep="\n")
+    assert ran >= 20
+    # what the tour stored is there, and what the dispatch block wrote
+    stored = json.loads((work / "placement.json").read_text())
+    assert stored["id"].startswith("pl_")
+    assert (work / "focus.parquet").stat().st_size > 0 and (work / "pred.csv").stat().st_size > 0
