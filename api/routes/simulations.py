@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.deps import get_broker, get_tenant
+from api.paging import Offset
 from api.routes.admin import get_jobs
 from broker.app import Broker
 from broker.jobs.queue import JobQueue
@@ -80,7 +81,7 @@ def list_simulations(
     tenant: Annotated[str, Depends(get_tenant)],
     broker: Annotated[Broker, Depends(get_broker)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> SimulationPage:
     items, total = SimulationService(broker).list(tenant=tenant, limit=limit, offset=offset)
     return SimulationPage(items=[SimulationOut(**i) for i in items], total=total, limit=limit, offset=offset)

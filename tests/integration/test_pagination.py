@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from api.paging import MAX_OFFSET
 
-LISTS = ["/v1/jobs", "/v1/placements", "/v1/pools"]
+LISTS = ["/v1/jobs", "/v1/placements", "/v1/pools", "/v1/simulations"]
 
 
 @pytest.mark.both_backends
