@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    Strict,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from broker.core.placement import ResourceSizing, SizingReport, WorkloadSizing
 
@@ -53,18 +45,12 @@ class ResourceSizingOut(BaseModel):
     change_pct: float
     method: str
     # extension (docs/forecast.md): which forecaster sized it and how it did on the recent backtests
-    forecaster: str | None = None
-    backtest_mae: float | None = None
-    regime_shift: bool = False
-
-    @model_serializer(mode="wrap")
-    def _without_unset_forecaster(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # placements sized before the selected forecaster existed read back exactly as they were stored
-        out: dict[str, Any] = handler(self)
-        if self.forecaster is None:
-            for key in ("forecaster", "backtest_mae", "regime_shift"):
-                out.pop(key, None)
-        return out
+    # left out when unset, so placements sized before the selected forecaster read back exactly as stored
+    forecaster: str | None = Field(None, exclude_if=lambda v: v is None)
+    backtest_mae: float | None = Field(None, exclude_if=lambda v: v is None)
+    regime_shift: bool = Field(
+        False, exclude_if=lambda v: not v, description="present (true) when the series shifted regime"
+    )
 
     @classmethod
     def from_domain(cls, r: ResourceSizing) -> ResourceSizingOut:
