@@ -42,7 +42,9 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.4f}" if abs(v) < 1 else f"{v:,.2f}"
+        if v == 0:
+            return "0"
+        return f"{v:,.4f}" if abs(v) <= 1 else f"{v:,.2f}"
     return str(v)
 
 

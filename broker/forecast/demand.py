@@ -45,9 +45,12 @@ class ResourceSizingOut(BaseModel):
     change_pct: float
     method: str
     # extension (docs/forecast.md): which forecaster sized it and how it did on the recent backtests
-    forecaster: str | None = None
-    backtest_mae: float | None = None
-    regime_shift: bool = False
+    # left out when unset, so placements sized before the selected forecaster read back exactly as stored
+    forecaster: str | None = Field(None, exclude_if=lambda v: v is None)
+    backtest_mae: float | None = Field(None, exclude_if=lambda v: v is None)
+    regime_shift: bool = Field(
+        False, exclude_if=lambda v: not v, description="present (true) when the series shifted regime"
+    )
 
     @classmethod
     def from_domain(cls, r: ResourceSizing) -> ResourceSizingOut:

@@ -218,7 +218,8 @@ class ExplanationOut(BaseModel):
     # no `ge=0` here: placements stored before this definition carry negative values and are still served
     next_best_extra_per_hour: float | None = Field(None, description="what next_best would cost more (>= 0)")
     cost_breakdown: dict[str, float] = Field(default_factory=dict)
-    preferred_over: PreferredOverOut | None = None
+    # left out when empty, so placements stored before it existed read back exactly as stored
+    preferred_over: PreferredOverOut | None = Field(None, exclude_if=lambda v: v is None)
 
     @classmethod
     def from_domain(cls, e: Explanation) -> ExplanationOut:

@@ -23,6 +23,7 @@ from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
 from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
+from broker.placements.documents import placement_document
 from tests.integration.dispatch_support import policy
 from tests.integration.kube_fake import serve_fake_kube, write_kubeconfig
 
@@ -62,8 +63,9 @@ def _clusters(broker: Broker, stack: ExitStack, tmp: Path, sites: set[str], know
 
 
 def drill(broker: Broker, tmp: Path, *, services: int = 40, disruption_budget: int = 50) -> dict[str, Any]:
-    placement, stored = broker.place(drill_request(services))
+    placed, stored = broker.place(drill_request(services))
     assert stored
+    placement = placement_document(placed)
     dispatcher = KubernetesDispatcher(policy(broker), timeout_s=5, retries=3, backoff_s=0, sleep=lambda _s: None)
     svc = DispatchService(broker, dispatchers={"kubernetes": dispatcher})
     servers: dict[str, Any] = {}
@@ -82,7 +84,7 @@ def drill(broker: Broker, tmp: Path, *, services: int = 40, disruption_budget: i
             ReplanIn(reason="site_failure", exclude_sites=[failed], disruption_budget=disruption_budget),
         )
         plan_s = time.perf_counter() - started
-        new = broker.get_placement(replan["new_placement_id"])
+        new = placement_document(broker.get_placement(replan["new_placement_id"]))
         _clusters(broker, stack, tmp, {a["site"] for a in new["assignments"]}, servers)
         started = time.perf_counter()
         applied = svc.dispatch(new["id"], DispatchIn())

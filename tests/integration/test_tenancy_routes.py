@@ -54,6 +54,7 @@ class World:
     repo: Path  # alpha's GitOps repository (bare, served by file:// under BROKER_GITOPS_FILE_ROOTS)
     dispatch_id: str
     replan_id: str
+    sim_id: str
     others: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def other(self, tenant: str) -> dict[str, str]:
@@ -68,6 +69,30 @@ def _wait_job(c: TestClient, job_id: str, h: dict[str, str]) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("job did not finish")
+
+
+# a fleet simulation small enough to finish in a second: two workloads, one policy, 2.4 hours
+SIMULATION: dict[str, Any] = {
+    "fleet": {
+        "name": "a-sim",
+        "sites": ["aws:us-east-1"],
+        "policies": {"kube-default": {"site": "aws:us-east-1", "instance_type": "m5.large"}},
+        "workloads": [
+            {"name": "web", "replicas": 2, "cpu": 0.5, "memory_gib": 1, "usage": {"series": "az1633748"}},
+            {"name": "db", "replicas": 1, "cpu": 1, "memory_gib": 4, "usage": {"series": "bb195"}},
+        ],
+    },
+    "policies": ["kube-default"],
+    "days": 0.1,
+}
+
+
+def _wait_simulation(c: TestClient, sim_id: str, h: dict[str, str]) -> None:
+    for _ in range(1200):
+        if c.get(f"/v1/simulations/{sim_id}", headers=h).json()["status"] in ("succeeded", "failed", "cancelled"):
+            return
+        time.sleep(0.05)
+    raise AssertionError("simulation did not finish")
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -99,6 +124,9 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             assert c.post(f"/v1/workloads/{SERIES}/usage", json={"samples": samples}, headers=a).status_code == 201
             measured = {"measurements": [{**LATENCY_PATH, "rtt_ms": ALPHA_RTT, "source": "alpha-probe"}]}
             assert c.post("/v1/latency/measurements", json=measured, headers=a).status_code == 201
+            sim = c.post("/v1/simulations", json=SIMULATION, headers=a)
+            assert sim.status_code == 202, sim.text
+            _wait_simulation(c, sim.json()["id"], a)
             yield World(
                 c=c,
                 broker=b,
@@ -110,6 +138,7 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                 repo=repo,
                 dispatch_id=dispatched.json()["id"],
                 replan_id=replan.json()["id"],
+                sim_id=sim.json()["id"],
             )
         b.engine.dispose()
 
@@ -345,6 +374,28 @@ def dashboard_get(w: World, h: dict[str, str]) -> None:
     assert w.pid in {x["id"] for x in _ok(w.c.get("/v1/dashboard", headers=w.a))["latest"]}
 
 
+def simulations_list(w: World, h: dict[str, str]) -> None:
+    assert _ok(w.c.get("/v1/simulations", headers=h))["total"] == 0
+    assert w.sim_id in {x["id"] for x in _ok(w.c.get("/v1/simulations", headers=w.a))["items"]}
+
+
+def simulations_get(w: World, h: dict[str, str]) -> None:
+    _not_found(w.c.get(f"/v1/simulations/{w.sim_id}", headers=h))
+    assert _ok(w.c.get(f"/v1/simulations/{w.sim_id}", headers=w.a))["status"] == "succeeded"
+
+
+def simulations_post(w: World, h: dict[str, str]) -> None:
+    mine = _ok(w.c.post("/v1/simulations", json=SIMULATION, headers=h), 202)
+    _wait_simulation(w.c, mine["id"], h)
+    _not_found(w.c.get(f"/v1/simulations/{mine['id']}", headers=w.a))
+    assert [x["id"] for x in _ok(w.c.get("/v1/simulations", headers=w.a))["items"]] == [w.sim_id]
+
+
+def simulations_cancel(w: World, h: dict[str, str]) -> None:
+    _not_found(w.c.post(f"/v1/simulations/{w.sim_id}/cancel", headers=h))
+    assert _ok(w.c.get(f"/v1/simulations/{w.sim_id}", headers=w.a))["status"] == "succeeded"
+
+
 ISOLATION: dict[tuple[str, str], Probe] = {
     ("GET", "/v1/placements"): placements_list,
     ("GET", "/v1/placements/{placement_id}"): placements_get,
@@ -378,6 +429,10 @@ ISOLATION: dict[tuple[str, str], Probe] = {
     ("GET", "/v1/export/focus"): focus_get,
     ("GET", "/v1/dashboard"): dashboard_get,
     ("GET", "/v1/integrations/karmada/placements/{placement_id}"): karmada_get,
+    ("GET", "/v1/simulations"): simulations_list,
+    ("GET", "/v1/simulations/{sim_id}"): simulations_get,
+    ("POST", "/v1/simulations"): simulations_post,
+    ("POST", "/v1/simulations/{sim_id}/cancel"): simulations_cancel,
 }
 
 # /v1 routes that hold no tenant data, each with the reason

@@ -10,7 +10,7 @@ import pytest
 from pricing import build_snapshot as bs
 from pricing import snapshot
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared reference data not available")
 
 
