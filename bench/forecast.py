@@ -13,7 +13,8 @@ jobs on the host) inflates every time: check `uptime` first.
 
     python bench/forecast.py [--data ../shared/data] [--traces azure bitbrains]
     python bench/forecast.py --max-rows 100000 --no-recursive   # a quick iteration
-    python bench/forecast.py --days 6 --no-500k --no-recursive   # rolling origin, 6 held-out days
+    python bench/forecast.py --days 4 --rolling-only --seeds 0 1  # the product's rolling origin, 4 days
+    python bench/forecast.py --days 4 --rolling-only --traces bitbrains_memory  # memory, GiB
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def rolling_figures(trace: str, panel: Panel, horizon: int, params: TrainParams,
     print(f"| selected: sMAPE % | {cells} | {ev.pooled['selected'].smape:.1f} |")
     cells = " | ".join(f"{d.fleet} ({d.regime_shifts} shifted)" for d in ev.days)
     print(f"| chosen | {cells} | |")
-    print(f"| selected / {better} (better fixed rule) | | | | | {ev.ratio('selected', better):.3f} |\n")
+    print(f"| selected / {better} (better fixed rule) |{' |' * days} {ev.ratio('selected', better):.3f} |\n")
     sys.stdout.flush()
 
 
