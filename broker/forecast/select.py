@@ -93,6 +93,9 @@ def member_points(
     out = {MODEL: np.stack([f.p50 for f in forecasts])}
     rules = {m for _, members in COMBINATIONS for m in members if m != MODEL} | {fallback}
     for name in sorted(rules):
+        if name == "weekly_median":
+            out[name] = baselines.weekly_median_many(panel.values, horizon, day)
+            continue
         fn = baselines.BASELINES[name]
         out[name] = np.stack([fn(y, horizon, day) for y in panel.values])
     return out, forecasts

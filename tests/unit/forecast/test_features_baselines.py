@@ -161,3 +161,12 @@ def test_regime_days_counts_how_long_a_busy_spell_has_lasted() -> None:
     rows, _ = forecast_matrix([y], [0], 300, 4)
     assert rows[0, FEATURES.index("regime_days")] == pytest.approx(r[-1], abs=1e-6)
     assert rows[0, FEATURES.index("lvl_1h_vs_14d")] > 1.0  # busy far above the 14-day median
+
+
+def test_weekly_median_of_many_series_equals_one_at_a_time() -> None:
+    rng = np.random.default_rng(4)
+    values = [rng.gamma(2.0, 3.0, size=n) for n in (9 * DAY, 3 * DAY + 5, 40)]
+    values[0][100:400] = np.nan  # a long gap
+    many = baselines.weekly_median_many(values, DAY, DAY)
+    for y, row in zip(values, many, strict=True):
+        np.testing.assert_allclose(row, baselines.weekly_median(y, DAY, DAY))
