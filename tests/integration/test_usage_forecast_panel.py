@@ -33,7 +33,7 @@ def test_the_last_day_is_forecast_from_the_days_before_and_matches_a_steady_cycl
     _store(broker, "acme", "web", 1.0)
     _store(broker, "acme", "db", 0.5)
     _store(broker, "globex", "web", 100.0)  # another tenant's usage stays out of acme's panel
-    panel = FinOps(broker).dashboard(tenant="acme", start=END - timedelta(days=7), end=END)["forecast"]
+    panel = FinOps(broker).dashboard(tenant="acme", start=END - timedelta(days=7), end=END).forecast
 
     assert panel["available"] is True and panel["reason"] == ""
     meta = panel["forecast"]
@@ -58,7 +58,7 @@ def test_usage_only_inside_the_window_shows_actual_demand_without_a_forecast(bro
     with broker.sessions.begin() as s:
         s.add_all(UsageSampleRow(tenant="acme", series="web", metric="cpu", ts=t, value=2.0)
                   for t in range(stop - 3 * 3600, stop, 300))  # fmt: skip
-    panel = FinOps(broker).dashboard(tenant="acme", start=END - timedelta(days=2), end=END)["forecast"]
+    panel = FinOps(broker).dashboard(tenant="acme", start=END - timedelta(days=2), end=END).forecast
     assert panel["available"] is True and "actual demand only" in panel["reason"]
     assert [p["actual"] for p in panel["series"]] == [2.0, 2.0, 2.0]
     assert all(p["p50"] is None for p in panel["series"]) and "forecast" not in panel
