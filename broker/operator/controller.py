@@ -195,29 +195,17 @@ class PlacementController:
         return _doc(self.objects.get_namespaced_custom_object(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name))
 
     def _event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
-        meta = obj["metadata"]
-        stamp = rc.now()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": f"{rc.GROUP}/{rc.VERSION}",
-                "kind": "PlacementRequest",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": kind,
-            "source": {"component": "placement-broker"},
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        body = rc.event(
+            obj,
+            api_version=f"{rc.GROUP}/{rc.VERSION}",
+            kind="PlacementRequest",
+            event_type=kind,
+            reason=reason,
+            message=message,
+            component="placement-broker",
+        )
         try:
-            self.core.create_namespaced_event(meta["namespace"], body)  # type: ignore[arg-type]
+            self.core.create_namespaced_event(obj["metadata"]["namespace"], body)  # type: ignore[arg-type]
         except ApiException as exc:  # an event is a courtesy: the status already says it
             log.info("event for %s not recorded: %s", _key(obj), exc.status)
 

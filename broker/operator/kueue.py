@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from broker.core.domain import Site
 from broker.core.pooltable import PoolTable
 from broker.integrations import kueue as kq
-from broker.operator.reconcile import now
+from broker.operator.reconcile import event as event_body
 
 log = logging.getLogger("broker.kueue")
 GONE, CONFLICT, NOT_FOUND = 410, 409, 404
@@ -330,26 +330,15 @@ class KueueDispatcher:
         if self._told.get(uid) == f"{why}:{message}":
             return
         self._told[uid] = f"{why}:{message}"
-        stamp = now()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": f"{kq.GROUP}/{self.version}",
-                "kind": "Workload",
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },
-            "reason": why,
-            "message": message[:1024],
-            "type": kind,
-            "source": {"component": "placement-broker-dispatcher"},
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        body = event_body(
+            wl,
+            api_version=f"{kq.GROUP}/{self.version}",
+            kind="Workload",
+            event_type=kind,
+            reason=why,
+            message=message,
+            component="placement-broker-dispatcher",
+        )
         try:
             self.core.create_namespaced_event(meta["namespace"], body)  # type: ignore[arg-type]
         except ApiException as exc:  # an event is a courtesy: the nomination is in the status

@@ -27,6 +27,33 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def event(
+    obj: Mapping[str, Any], *, api_version: str, kind: str, event_type: str, reason: str, message: str, component: str
+) -> dict[str, Any]:
+    """A core/v1 Event about `obj` (an Event is a courtesy: status already carries the answer)."""
+    meta = obj["metadata"]
+    stamp = now()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": event_type,
+        "source": {"component": component},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
 def needs_solve(obj: Mapping[str, Any]) -> bool:
     """A spec the controller has not answered yet (new, or changed since the last answer)."""
     meta = obj.get("metadata") or {}
