@@ -6,7 +6,11 @@ Requests are generated (seeded) the way an enterprise estate looks: a few dozen 
 sizes, residency policies, latency SLOs towards three user regions, spread, spot with caps,
 storage and service dependencies. Prints one comparable figure per line per size:
 
-    python bench/solver.py [--sizes 12,300,3000,20000] [--time-limit 30] [--database-url URL]
+    python bench/solver.py [--sizes 12,300,3000,20000] [--shape plain,deps] [--time-limit 30]
+
+`--shape deps` generates the dependency-heavy enterprise shape of issue 26: about 30 % of
+workloads call one service (0.1-5 GiB/h, median about 2.5), on about 800 services, and each
+caller's users sit on another continent than the service's, so egress is a large share of cost.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ USER_REGIONS = [
 ]
 POLICIES = [(None, None), ("gdpr-eu", "eu-users"), ("us-only", "us-users"), ("gdpr-adequate", None),
             ("no-china", None), ("singapore-only", "apac-users"), ("germany-only", "eu-users")]  # fmt: skip
+HOME_REGION = {p: r for p, r in POLICIES if p and r} | {"gdpr-adequate": "eu-users"}
 CAPS = [["ondemand", "reserved"], ["ondemand", "spot"], ["spot", "ondemand", "reserved"]]
 
 
@@ -76,13 +81,49 @@ def generate(n: int, seed: int = 7) -> dict[str, Any]:
     return {"name": f"bench-{n}", "user_regions": USER_REGIONS, "workloads": workloads, "dry_run": True}
 
 
+def generate_dependency_heavy(n: int, seed: int = 7) -> dict[str, Any]:
+    """The plain shape without its sparse dependencies, then ~30 % of workloads made callers of
+    one service each. Services keep their users and SLOs; a caller's users and SLO are moved to
+    another continent than its service's, so co-locating caller and service is never free."""
+    req = generate(n, seed)
+    rnd = random.Random(seed + 1)
+    workloads = req["workloads"]
+    for w in workloads:  # smaller services than the plain shape's, as in the issue's requests
+        w.pop("depends_on", None)
+        w["replicas"] = max(1, w["replicas"] // 2)
+        if w["replicas"] < 2:
+            w.pop("spread", None)
+    services = rnd.sample(range(n), k=max(1, min(800, round(n * 800 / 3000))))
+    service_set = set(services)
+    regions = [u["name"] for u in USER_REGIONS]
+    calls = 0
+    for i, w in enumerate(workloads):
+        if i in service_set or rnd.random() >= 0.3 / (1 - len(services) / n + 1e-9):
+            continue
+        callee = workloads[services[calls % len(services)]]  # every service is called
+        calls += 1
+        callee_users = next(iter(callee.get("latency_slo_ms", {})), None)
+        if callee_users is None:  # users where its residency lets it run, else anywhere
+            callee_users = HOME_REGION.get(callee.get("residency"), rnd.choice(regions))
+            callee["latency_slo_ms"] = {callee_users: rnd.choice([50, 80])}
+        far = rnd.choice([r for r in regions if r != callee_users])
+        w.pop("residency", None)  # a caller's own residency could forbid its far-away users
+        w["latency_slo_ms"] = {far: rnd.choice([50, 80])}
+        w["depends_on"] = [{"workload": callee["name"], "gib_per_hour": round(rnd.uniform(0.1, 5.0), 2)}]
+    req["name"] = f"bench-deps-{n}"
+    return req
+
+
 def _rss_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(broker: Broker, n: int, time_limit: float, *, trace: bool = False) -> dict[str, Any]:
+GENERATORS = {"plain": generate, "deps": generate_dependency_heavy}
+
+
+def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trace: bool = False) -> dict[str, Any]:
     cat = broker.catalog()
-    req = parse_request(generate(n)).to_domain()
+    req = parse_request(GENERATORS[shape](n)).to_domain()
     problem = PlacementProblem(
         request=req,
         table=cat.solver_table,  # as the service solves: dominated pools pruned
@@ -112,6 +153,7 @@ def run(broker: Broker, n: int, time_limit: float, *, trace: bool = False) -> di
         "broker_cost_per_hour": res.cost_per_hour,
         "lower_bound_per_hour": res.lower_bound_per_hour,
         "gap_pct": res.gap_pct,
+        "egress_per_hour": round(res.egress_cost_per_hour, 4),
         "status": res.status,
         "solve_s": round(secs, 2),
         "peak_rss_mib": round(rss_after, 1),
@@ -128,6 +170,7 @@ def run(broker: Broker, n: int, time_limit: float, *, trace: bool = False) -> di
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="12,300,3000,20000")
+    ap.add_argument("--shape", default="plain", help="comma list of plain, deps")
     ap.add_argument("--time-limit", type=float, default=0.0, help="0 = 30 s up to 3,000 workloads, else 120 s")
     ap.add_argument("--database-url", default="")
     ap.add_argument("--tracemalloc", action="store_true", help="also measure Python allocations in a second pass")
@@ -135,17 +178,19 @@ def main() -> None:
     url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
     broker = Broker.open(Settings(database_url=url))
     broker.catalog()
-    prev: tuple[int, float] | None = None
-    for n in (int(s) for s in args.sizes.split(",")):
-        limit = args.time_limit or (30.0 if n <= 3000 else 120.0)
-        row = run(broker, n, limit, trace=args.tracemalloc)
-        for k, v in row.items():
-            print(f"{n}.{k}: {v}")
-        if prev:
-            ratio = row["solve_s"] / max(prev[1], 1e-3)
-            print(f"{n}.solve_time_growth_vs_{prev[0]}: x{ratio:.1f} for x{n / prev[0]:.0f} workloads")
-        prev = (n, float(row["solve_s"]))
-        sys.stdout.flush()
+    for shape in args.shape.split(","):
+        prev: tuple[int, float] | None = None
+        for n in (int(s) for s in args.sizes.split(",")):
+            limit = args.time_limit or (30.0 if n <= 3000 else 120.0)
+            row = run(broker, n, limit, shape=shape, trace=args.tracemalloc)
+            key = f"{n}" if shape == "plain" else f"{n}.{shape}"
+            for k, v in row.items():
+                print(f"{key}.{k}: {v}")
+            if prev:
+                ratio = row["solve_s"] / max(prev[1], 1e-3)
+                print(f"{key}.solve_time_growth_vs_{prev[0]}: x{ratio:.1f} for x{n / prev[0]:.0f} workloads")
+            prev = (n, float(row["solve_s"]))
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":
