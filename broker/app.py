@@ -115,7 +115,7 @@ class Broker:
         request = sized_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
-        table = cat.solver_table
+        table = cat.table_for(request)
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,
@@ -222,7 +222,7 @@ class Broker:
             user_rtt = apply_measurements(user_rtt, request.user_regions, measured, cat.table.site_index, quantile)
         return PlacementProblem(
             request=request,
-            table=cat.solver_table if table is None else table,
+            table=cat.table_for(request) if table is None else table,
             user_rtt=user_rtt,
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from pricing.build_instance_types import INSTANCE_TYPE_COLUMNS, build_instance_types
+
 AWS_AS_OF = "2026-07-05"
 AZURE_AS_OF = "2026-05-20"
 GCP_AS_OF = "2026-05-20"
@@ -812,6 +814,19 @@ SSD 0.15; GCP pd-standard 0.04 / pd-balanced 0.10 / pd-ssd 0.17 (tiers standard 
 premium). `private` and `edge` (owned) are 0: the cost is in the node TCO price. These
 are replaced by live feeds in `broker pricing refresh`.
 
+## `instance_types.csv`
+
+Columns `provider,instance_type,processor,gpu_memory_gib,bare_metal`: what a source states
+about an instance type of `pools.csv.gz` beyond its size (`pricing/build_instance_types.py`);
+empty = not stated. AWS (every type): `processor` = `physical_processor` (`Variable` left
+empty), `bare_metal` = `is_bare_metal`, `gpu_memory_gib` = `gpu_memory_gib` / `gpu_count`
+(per GPU; a fractional GPU keeps its share). Azure and GCP GPU types with at least one whole
+GPU: `gpu_memory_gib` per GPU from the model name's own suffix (`A100-80GB` -> 80), else from
+the `GpuInfo` `SizeInMiB` of GCP's accelerator row of the same name (`A100` 40, `H100` 80, `T4`
+16, `L4` 24, ...); models neither states (Azure `A10`, `MI25`, ...) are left empty. Family,
+generation, size and CPU maker are not stored: the broker derives them from the type name
+(docs/solver.md, "Instance requirements").
+
 ## Build summary (row counts)
 
 ```
@@ -872,6 +887,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     egress = build_egress(data, site_ids, rep)
     inet = build_internet_egress(data, site_ids, rep)
     storage = build_storage()
+    instance_types = build_instance_types(data, pools)
 
     n_sites = write_csv(out / "sites.csv", SITE_COLUMNS, sites)
     n_pools = write_csv(out / "pools.csv.gz", POOL_COLUMNS, pools)
@@ -879,6 +895,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_eg = write_csv(out / "egress.csv", ["src", "dst", "usd_per_gb"], egress)
     n_ie = write_csv(out / "internet_egress.csv", ["site", "usd_per_gb"], inet)
     n_st = write_csv(out / "storage.csv", ["provider", "tier", "usd_per_gb_month", "product", "source"], storage)
+    n_it = write_csv(out / "instance_types.csv", INSTANCE_TYPE_COLUMNS, instance_types)
 
     summary: list[str] = []
 
@@ -910,7 +927,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "  distinct instance types by provider/arch: "
         + ", ".join(f"{a}/{b}={v}" for (a, b), v in sorted(arch_types.items()))
     )
-    say(f"latency {n_lat}, egress {n_eg}, internet_egress {n_ie}, storage {n_st}")
+    say(f"latency {n_lat}, egress {n_eg}, internet_egress {n_ie}, storage {n_st}, instance_types {n_it}")
     total = sum(f.stat().st_size for f in out.iterdir() if f.is_file() and f.name != "SOURCES.md")
     say(f"total size of data files {total / 1e6:.2f} MB")
     (out / "SOURCES.md").write_text(sources_md(rep.lines, summary), encoding="utf-8")

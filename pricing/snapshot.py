@@ -130,3 +130,16 @@ def read_storage() -> pd.DataFrame:
             "source": "string",
         },
     )
+
+
+@lru_cache(maxsize=1)
+def read_instance_types() -> dict[tuple[str, str], tuple[str | None, float | None, bool | None]]:
+    """(provider, instance type) -> (processor, GPU memory per GPU in GiB, bare metal), None where
+    the source does not state it (see SOURCES.md, ``instance_types.csv``)."""
+    df = pd.read_csv(io.BytesIO(_read_bytes("instance_types.csv")), dtype=str, keep_default_na=False)
+    out: dict[tuple[str, str], tuple[str | None, float | None, bool | None]] = {}
+    for prov, it, proc, mem, bare in zip(
+        df["provider"], df["instance_type"], df["processor"], df["gpu_memory_gib"], df["bare_metal"], strict=True
+    ):
+        out[(str(prov), str(it))] = (proc or None, _opt_float(str(mem)), None if bare == "" else bare == "true")
+    return out

@@ -24,7 +24,8 @@ from platformdirs import user_cache_dir
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind, UserRegion
+from broker.core.domain import Arch, CapacityType, PlacementRequest, Pool, Site, SiteKind, UserRegion
+from broker.core.instance_attributes import InstanceFacts
 from broker.core.latency import DEFAULT_QUANTILE, LatencyModel
 from broker.core.pooltable import FloatArray, PoolTable, build_pool_table
 from broker.db.models import (
@@ -45,7 +46,7 @@ PUBLIC_PROVIDERS = ("aws", "azure", "gcp")
 _CHUNK = 20_000
 #: Part of the on-disk cache file name: a catalog pickled by code whose classes had another
 #: shape (e.g. the latency model before anchored estimates) must not be loaded.
-_PICKLE_FORMAT = 2
+_PICKLE_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,15 @@ class Catalog:
     def solver_table(self) -> PoolTable:
         """What placements solve over: the pool table without dominated pools."""
         return self.table.compact()
+
+    def table_for(self, request: PlacementRequest) -> PoolTable:
+        """The table a request solves over. A pool another dominates (as large, as cheap) may
+        still be the only one an instance requirement allows (m7i when the m6i is cheaper), so a
+        request with requirements keeps every pool; the solver skips dominated ones only for its
+        workloads without requirements."""
+        if any(w.requirements for w in request.workloads):
+            return self.table
+        return self.solver_table
 
     def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:
         """RTT from every site to each user region (measured where known, else estimated), as
@@ -245,7 +255,7 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
             select(SiteStoragePriceRow.site, SiteStoragePriceRow.tier, SiteStoragePriceRow.usd_per_gb_month)
         ).all()
     pools = [PoolRow.domain_from_tuple(r) for r in rows]
-    table = build_pool_table(sites, pools)
+    table = build_pool_table(sites, pools, instance_facts())
     site_map = {s.id: s for s in sites}
     latency = LatencyModel(site_map, [tuple(r) for r in latency_rows])
 
@@ -283,6 +293,15 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
         if p.price_as_of > as_of.get(provider, ""):
             as_of[provider] = p.price_as_of
     return Catalog(version, site_map, table, latency, egress, internet, storage, as_of)
+
+
+def instance_facts() -> dict[tuple[str, str], InstanceFacts]:
+    """What the bundled catalog states about public instance types (processor, GPU memory, bare
+    metal); a live-fed type it does not list keeps what its name says."""
+    return {
+        key: InstanceFacts(processor=proc, gpu_memory_gib=mem, bare_metal=bare)
+        for key, (proc, mem, bare) in snapshot.read_instance_types().items()
+    }
 
 
 def default_cache_dir() -> Path:

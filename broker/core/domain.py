@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from broker.core.requirements import Requirement
+
 
 class CapacityType(StrEnum):
     ONDEMAND = "ondemand"
@@ -149,6 +151,7 @@ class Workload:
     depends_on: tuple[Dependency, ...] = ()
     max_spot_fraction: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    requirements: tuple[Requirement, ...] = ()  # instance requirements, all must hold (docs/solver.md)
 
 
 @dataclass(frozen=True, slots=True)

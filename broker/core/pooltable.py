@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from broker.core.domain import Arch, CapacityType, Pool, Site
+from broker.core.pool_attributes import FactsByType, PoolAttributes, PoolColumns, build_pool_attributes, coded
 
 CAPACITY_TYPES: tuple[CapacityType, ...] = tuple(CapacityType)
 ARCHES: tuple[Arch, ...] = tuple(Arch)
@@ -21,6 +22,9 @@ ARCHES: tuple[Arch, ...] = tuple(Arch)
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+_ATTRIBUTES: dict[int, tuple[tuple[Pool, ...], PoolAttributes]] = {}
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,33 @@ class PoolTable:
     site_lat: FloatArray
     site_lon: FloatArray
     pruned: int = 0  # dominated pools left out of this table (see `compact`)
+    # what catalogs state about instance types, for `attributes` (docs/solver.md, "Instance requirements")
+    facts: FactsByType = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def attributes(self) -> PoolAttributes:
+        """The pools' well-known attributes as columns, built on first use (only instance
+        requirements and the pool listing read them). Shared by the tables `dataclasses.replace`
+        derives per request (fair-share caps, failed sites): they keep the same pools."""
+        hit = _ATTRIBUTES.get(id(self.pools))
+        if hit is not None and hit[0] is self.pools:
+            return hit[1]
+        cols = PoolColumns(
+            sites=self.sites,
+            instance_types=[p.instance_type for p in self.pools],
+            site_idx=self.site_idx,
+            arch=coded(self.arch_idx, [a.value for a in ARCHES]),
+            capacity_type=coded(self.cap_idx, [c.value for c in CAPACITY_TYPES]),
+            vcpus=self.vcpus,
+            memory_gib=self.memory_gib,
+            gpus=self.gpus,
+            gpu_model=self.gpu_model,
+        )
+        attrs = build_pool_attributes(cols, self.facts)
+        if len(_ATTRIBUTES) >= 4:  # a catalog version's full and compact tables, and a spare
+            _ATTRIBUTES.pop(next(iter(_ATTRIBUTES)))
+        _ATTRIBUTES[id(self.pools)] = (self.pools, attrs)
+        return attrs
 
     @property
     def n_pools(self) -> int:
@@ -83,7 +114,7 @@ class PoolTable:
         return np.asarray(site_ok[self.site_idx], dtype=bool)
 
 
-def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool]) -> PoolTable:
+def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsByType | None = None) -> PoolTable:
     site_list = tuple(sites)
     site_index = {s.id: i for i, s in enumerate(site_list)}
     pool_list = tuple(p for p in pools if p.site in site_index)
@@ -121,6 +152,7 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool]) -> PoolTable:
         site_provider=np.array([s.provider for s in site_list], dtype=object),
         site_lat=np.array([np.nan if s.lat is None else s.lat for s in site_list], dtype=np.float64),
         site_lon=np.array([np.nan if s.lon is None else s.lon for s in site_list], dtype=np.float64),
+        facts=facts or {},
     )
 
 

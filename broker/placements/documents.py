@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 from pydantic import Strict as StrictType
 
 from broker.core.domain import (
@@ -26,6 +36,7 @@ from broker.core.domain import (
 )
 from broker.core.latency import validate_geo
 from broker.core.placement import BudgetFigure, Placement, PriceSnapshot
+from broker.core.requirements import MAX_VALUES, Requirement, RequirementError
 from broker.core.residency import resolve_policy
 from broker.forecast.demand import DemandIn, RightsizingOut
 
@@ -84,6 +95,33 @@ class InlineResidency(Strict):
     allowed_jurisdictions: list[str] = Field(default_factory=list)
 
 
+class RequirementIn(Strict):
+    """One instance requirement (Kubernetes NodeSelectorRequirement semantics; docs/solver.md)."""
+
+    key: str = Field(
+        min_length=1,
+        max_length=120,
+        description="a broker attribute (instance_family) or a well-known label (karpenter.k8s.aws/instance-family)",
+    )
+    operator: str = Field(description="In | NotIn | Exists | DoesNotExist | Gt | Lt")
+    # Kubernetes writes values as strings; numbers and true/false are accepted as JSON types too
+    values: list[StrictStr | StrictInt | StrictFloat | StrictBool] = Field(default_factory=list, max_length=MAX_VALUES)
+
+    def texts(self) -> tuple[str, ...]:
+        return tuple(str(v).lower() if isinstance(v, bool) else str(v) for v in self.values)
+
+    @model_validator(mode="after")
+    def _valid(self) -> RequirementIn:
+        try:
+            self.to_domain()
+        except RequirementError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def to_domain(self) -> Requirement:
+        return Requirement.parse(self.key, self.operator, self.texts())
+
+
 class WorkloadIn(Strict):
     name: Name
     replicas: Int = Field(ge=1, le=100_000)
@@ -105,6 +143,11 @@ class WorkloadIn(Strict):
     depends_on: list[DependencyIn] = Field(default_factory=list)
     max_spot_fraction: Num | None = Field(None, ge=0, le=1)
     labels: dict[str, str] = Field(default_factory=dict)
+    requirements: list[RequirementIn] = Field(
+        default_factory=list,
+        max_length=100,
+        description="instance requirements, all must hold (extension; docs/solver.md, Instance requirements)",
+    )
     demand: DemandIn | None = None  # size cpu/memory from a usage forecast (docs/forecast.md)
 
     @field_validator("residency")
@@ -146,6 +189,7 @@ class WorkloadIn(Strict):
             depends_on=tuple(Dependency(d.workload, d.gib_per_hour) for d in self.depends_on),
             max_spot_fraction=self.max_spot_fraction,
             labels=dict(self.labels),
+            requirements=tuple(r.to_domain() for r in self.requirements),
         )
 
 

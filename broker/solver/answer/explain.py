@@ -31,7 +31,7 @@ from broker.solver.types import Placement
 # costs per replica closer than this are equal (float noise of ceil(r / fit) * price / r)
 _EPS = 1e-9
 # constraints whose relaxation says something a user can act on
-_ACTIONABLE = {"residency", "latency", "capacity_type", "provider", "arch", "gpu_model"}
+_ACTIONABLE = {"residency", "latency", "capacity_type", "provider", "arch", "gpu_model", "requirement"}
 
 Key = tuple[object, ...]
 
@@ -207,7 +207,8 @@ def _all_homes(
     wanted: dict[Key, set[int]] = {}  # pools the rows of a key name
     for k, wd in enumerate(workloads):
         w, masks = wd.w, masks_by_w[k]
-        size = (w.cpu, w.memory_gib, w.gpus, bool(masks) and masks[0].reason == "size")
+        # with requirements dominated pools are homes too (_Sized): another size key
+        size = (w.cpu, w.memory_gib, w.gpus, bool(masks) and masks[0].reason == "size", bool(w.requirements))
         first.setdefault(size, {}).setdefault(wd.signature, {}).setdefault(w.replicas, k)
         wanted.setdefault((wd.signature, w.replicas), set()).update(p for p, _ in by_workload.get(k, []))
     by_cost = np.argsort(node_cost, kind="stable")
@@ -234,7 +235,8 @@ class _Sized:
     def __init__(
         self, t: PoolTable, w: Workload, masks: list[NamedMask], node_cost: FloatArray, by_cost: IntArray, most: int
     ) -> None:
-        usable = ~t.dominated
+        # a workload with requirements may use dominated pools (Catalog.table_for)
+        usable = np.ones(t.n_pools, dtype=bool) if w.requirements else ~t.dominated
         if masks and masks[0].reason == "size":
             usable = usable & masks[0].mask
         self.idx = np.flatnonzero(usable)

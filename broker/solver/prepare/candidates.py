@@ -38,6 +38,7 @@ def filter_signature(w: Workload) -> tuple[object, ...]:
         w.providers,
         w.residency,
         tuple(sorted(w.latency_slo_ms.items())),
+        tuple((r.attribute, r.operator, r.texts, r.numbers) for r in w.requirements),
     )
 
 
@@ -67,7 +68,8 @@ def prepare(problem: PlacementProblem) -> Prepared:
             if t.pruned:  # never considered: a same-site pool is at least as large and no dearer
                 counts["dominated"] = t.pruned
             counts.update({f"sites:{k}": v for k, v in site_rejection_counts(masks, t).items()})
-            by_sig[sig] = (masks, np.flatnonzero(ok & usable), counts)
+            # a dominated pool may be the only one a requirement allows (Catalog.table_for)
+            by_sig[sig] = (masks, np.flatnonzero(ok if w.requirements else ok & usable), counts)
         masks, cand, counts = by_sig[sig]
         masks_by_w.append(masks)
         rejected[w.name] = dict(counts)
@@ -100,7 +102,7 @@ def _conflicts(problem: PlacementProblem, w: Workload, masks: list[NamedMask], c
         elif len(np.unique(t.site_idx[cand])) < w.min_sites:
 
             def enough_sites(mk: np.ndarray, k: int = w.min_sites) -> bool:
-                return len(np.unique(t.site_idx[mk & ~t.dominated])) >= k
+                return len(np.unique(t.site_idx[mk if w.requirements else mk & ~t.dominated])) >= k
 
             out += [spread_label, *minimal_conflict(masks, t.n_pools, ok=enough_sites)]
     if w.max_spot_fraction is not None and len(cand):

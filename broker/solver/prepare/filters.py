@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from broker.core.domain import Arch, CapacityType, Workload
 from broker.core.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, PoolTable
+from broker.core.requirements import Requirement
 from broker.solver.problem import PlacementProblem
 
 
@@ -108,9 +109,18 @@ def workload_filters(problem: PlacementProblem, w: Workload, cache: MaskCache | 
         lm = _cached(cache, ("latency", region, slo), partial(_within, rtt, slo, t.site_idx))
         out.append(NamedMask(f"latency_slo_ms:{region}<={_fmt(slo)}{on}", "latency", lm))
 
+    for i, req in enumerate(w.requirements):
+        key = ("requirement", req.attribute, req.operator, req.texts, req.numbers)
+        rq = _cached(cache, key, partial(_meets, t, req))
+        out.append(NamedMask(f"requirements[{i}]:{req.describe()}{on}", "requirement", rq))
+
     avail = _cached(cache, ("available",), lambda: t.max_nodes > 0)
     out.append(NamedMask(f"capacity:available{on}", "no_capacity", avail))
     return out
+
+
+def _meets(t: PoolTable, req: Requirement) -> BoolArray:
+    return t.attributes.mask(req)
 
 
 def _within(rtt: npt.NDArray[np.float64], slo: float, site_idx: npt.NDArray[np.int64]) -> BoolArray:
