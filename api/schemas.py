@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from broker.core.domain import Pool, ResidencyPolicy, Site
 from broker.core.placement import PlacementSummary as PlacementSummaryRecord
@@ -51,10 +51,19 @@ class PoolOut(BaseModel):
     max_nodes: int | None
     price_source: str
     price_as_of: str
+    attributes: dict[str, str | bool | int | float] | None = Field(
+        None,
+        description=(
+            "the pool's well-known attributes that instance requirements match (extension; docs/solver.md, "
+            "Instance requirements); unknown ones are left out. Always on GET /v1/pools/{id}; in listings "
+            "when a selector is given"
+        ),
+    )
 
     @classmethod
-    def from_domain(cls, p: Pool) -> PoolOut:
+    def from_domain(cls, p: Pool, attributes: dict[str, str | bool | int | float] | None = None) -> PoolOut:
         return cls(
+            attributes=attributes,
             id=p.id,
             site=p.site,
             instance_type=p.instance_type,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query
@@ -13,8 +13,10 @@ from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
 from broker.app import Broker
 from broker.core.domain import CapacityType
 from broker.core.pooltable import CAPACITY_TYPES
+from broker.core.requirements import Requirement, RequirementError
 from broker.core.residency import BUILTIN_POLICIES
-from broker.errors import NotFound
+from broker.core.selector import clauses, parse_clause
+from broker.errors import InvalidRequest, NotFound
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 
@@ -47,12 +49,25 @@ def list_pools(
     min_memory_gib: Annotated[float | None, Query(ge=0)] = None,
     min_gpus: Annotated[float | None, Query(ge=0)] = None,
     arch: str | None = None,
+    selector: Annotated[
+        str | None,
+        Query(
+            max_length=4000,
+            description=(
+                "instance requirements as a Kubernetes label selector over the pool attributes "
+                "(extension; docs/solver.md, Instance requirements), e.g. "
+                "`karpenter.k8s.aws/instance-family in (m7i,m7a),instance-generation>5,!gpu_name`"
+            ),
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> PoolPage:
     cat = broker.catalog()
     t = cat.table
     ok = np.ones(t.n_pools, dtype=bool)
+    for req in _selector(selector):
+        ok &= t.attributes.mask(req)
     if site is not None:
         if site not in t.site_index:
             raise NotFound(f"site {site!r} does not exist")
@@ -74,7 +89,24 @@ def list_pools(
     if instance_type is not None:
         pools = [p for p in pools if p.instance_type == instance_type]
     page = pools[offset : offset + limit]
-    return PoolPage(items=[PoolOut.from_domain(p) for p in page], total=len(pools), limit=limit, offset=offset)
+    attrs = t.attributes if selector is not None else None  # built on first use: listings without one skip it
+    items = [PoolOut.from_domain(p, attrs.of(t.pool_index[p.id]) if attrs else None) for p in page]
+    return PoolPage(items=items, total=len(pools), limit=limit, offset=offset)
+
+
+def _selector(selector: str | None) -> list[Requirement]:
+    if selector is None:
+        return []
+    out: list[Requirement] = []
+    errors: list[dict[str, Any]] = []
+    for i, clause in enumerate(clauses(selector)):
+        try:
+            out.append(parse_clause(clause))
+        except RequirementError as exc:
+            errors.append({"loc": ["query", "selector", i], "msg": str(exc), "type": "value_error"})
+    if errors:
+        raise InvalidRequest(str(errors[0]["msg"]), errors)
+    return out
 
 
 @router.get("/pools/{pool_id:path}", response_model=PoolOut)
@@ -83,7 +115,7 @@ def get_pool(pool_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> Po
     i = t.pool_index.get(pool_id)
     if i is None:
         raise NotFound(f"pool {pool_id!r} does not exist")
-    return PoolOut.from_domain(t.pools[i])
+    return PoolOut.from_domain(t.pools[i], t.attributes.of(i))
 
 
 @router.get("/policies", response_model=list[PolicyOut])

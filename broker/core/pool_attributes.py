@@ -43,9 +43,9 @@ class PoolAttributes:
     number: dict[str, FloatArray]
     n: int
 
-    def of(self, i: int) -> dict[str, str | float | bool]:
+    def of(self, i: int) -> dict[str, str | bool | int | float]:
         """The known attributes of pool `i`, in ATTRIBUTES order (for the API)."""
-        out: dict[str, str | float | bool] = {}
+        out: dict[str, str | bool | int | float] = {}
         for name, (kind, _) in ATTRIBUTES.items():
             if name in self.number:
                 x = float(self.number[name][i])

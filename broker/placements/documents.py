@@ -167,6 +167,15 @@ class WorkloadIn(Strict):
                 raise ValueError(f"unknown provider(s) {bad}; known: {sorted(allowed)}")
         return v
 
+    def _defaulted(self, name: str, value: list[Any], every: list[Any]) -> list[Any]:
+        """`arch` and `capacity_types` have defaults (amd64; on-demand and reserved). When the workload
+        does not set one but a requirement names that attribute (kubernetes.io/arch,
+        karpenter.sh/capacity-type), the requirement decides, as it would for Karpenter."""
+        attribute = {"arch": "arch", "capacity_types": "capacity_type"}[name]
+        if name not in self.model_fields_set and any(r.to_domain().attribute == attribute for r in self.requirements):
+            return every
+        return value
+
     def to_domain(self) -> Workload:
         res = None
         if self.residency is not None:
@@ -178,13 +187,15 @@ class WorkloadIn(Strict):
             memory_gib=self.memory_gib,
             gpus=self.gpus,
             gpu_model=self.gpu_model,
-            arch=tuple(dict.fromkeys(self.arch)),
+            arch=tuple(dict.fromkeys(self._defaulted("arch", self.arch, list(Arch)))),
             storage_gib=self.storage_gib,
             storage_tier=self.storage_tier,
             residency=res,
             latency_slo_ms=dict(self.latency_slo_ms),
             min_sites=self.spread.min_sites,
-            capacity_types=tuple(dict.fromkeys(self.capacity_types)),
+            capacity_types=tuple(
+                dict.fromkeys(self._defaulted("capacity_types", self.capacity_types, list(CapacityType)))
+            ),
             providers=tuple(self.providers) if self.providers else None,
             depends_on=tuple(Dependency(d.workload, d.gib_per_hour) for d in self.depends_on),
             max_spot_fraction=self.max_spot_fraction,
