@@ -36,6 +36,14 @@ class InstanceSpec:
     gpu_model: str | None = None
     # regions where the provider does not sell it to this account (Azure SKU restrictions)
     restricted_regions: frozenset[str] = frozenset()
+    # what the feed states beyond the size, for instance requirements (None: not stated)
+    processor: str | None = None
+    gpu_memory_gib: float | None = None  # per GPU
+    bare_metal: bool | None = None
+
+    @property
+    def has_facts(self) -> bool:
+        return self.processor is not None or self.gpu_memory_gib is not None or self.bare_metal is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,15 @@ Fields used:
   ``AvailabilityZone``, ``SpotPrice``, ``Timestamp``. A region's spot pool takes the lowest
   current zone price (a node can be started in the cheapest zone).
 - ``ec2.describe_instance_types``: ``VCpuInfo.DefaultVCpus``, ``MemoryInfo.SizeInMiB``,
-  ``ProcessorInfo.SupportedArchitectures``, ``GpuInfo.Gpus[].Name/Count``.
+  ``ProcessorInfo.SupportedArchitectures``, ``GpuInfo.Gpus[].Name/Count/MemoryInfo.SizeInMiB``,
+  ``BareMetal``; the price list's ``physicalProcessor`` (the processor name EC2 does not give).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,7 +102,15 @@ def parse_price_list_specs(price_list: Iterable[str | Mapping[str, Any]]) -> dic
             mem = float(str(attrs["memory"]).split()[0].replace(",", ""))
             arch = "arm64" if "graviton" in str(attrs.get("physicalProcessor", "")).lower() else "amd64"
             gpus = float(attrs.get("gpu", 0) or 0)
-            out[attrs["instanceType"]] = InstanceSpec(attrs["instanceType"], float(attrs["vcpu"]), mem, arch, gpus)
+            processor = str(attrs.get("physicalProcessor", "")).strip()
+            out[attrs["instanceType"]] = InstanceSpec(
+                attrs["instanceType"],
+                float(attrs["vcpu"]),
+                mem,
+                arch,
+                gpus,
+                processor=processor if processor not in ("", "Variable") else None,
+            )
         except (KeyError, ValueError):
             continue  # an item without usable specs still has a price; specs may come from EC2
     return out
@@ -135,6 +145,8 @@ def parse_instance_types(items: Iterable[Mapping[str, Any]]) -> dict[str, Instan
         try:
             archs = it["ProcessorInfo"]["SupportedArchitectures"]
             gpus = it.get("GpuInfo", {}).get("Gpus", [])
+            gpu_mib = gpus[0].get("MemoryInfo", {}).get("SizeInMiB") if gpus else None
+            bare = it.get("BareMetal")
             out[it["InstanceType"]] = InstanceSpec(
                 instance_type=it["InstanceType"],
                 vcpus=float(it["VCpuInfo"]["DefaultVCpus"]),
@@ -142,6 +154,8 @@ def parse_instance_types(items: Iterable[Mapping[str, Any]]) -> dict[str, Instan
                 arch="arm64" if "arm64" in archs and "x86_64" not in archs else "amd64",
                 gpus=float(sum(g.get("Count", 0) for g in gpus)),
                 gpu_model=gpus[0].get("Name") if gpus else None,
+                gpu_memory_gib=float(gpu_mib) / 1024.0 if gpu_mib else None,
+                bare_metal=None if bare is None else str(bare).lower() == "true",
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MalformedResponse(f"instance type record {it!r:.200}: {exc}") from exc
@@ -248,4 +262,7 @@ class AwsPriceSource:
         ]
         result.offers += parse_spot_history(spot, region)
         types = [t for page in ec2.get_paginator("describe_instance_types").paginate() for t in page["InstanceTypes"]]
-        result.specs.update(parse_instance_types(types))  # EC2's own specs win over price-list text
+        for itype, spec in parse_instance_types(types).items():  # EC2's own specs win over price-list text
+            listed = result.specs.get(itype)
+            processor = spec.processor or (listed.processor if listed else None)  # EC2 names no processor
+            result.specs[itype] = replace(spec, processor=processor)

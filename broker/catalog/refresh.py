@@ -26,6 +26,7 @@ from broker.core.domain import Arch, CapacityType, Pool
 from broker.db.models import PoolRow, SiteRow
 from broker.db.price_models import (
     DiscountRuleRow,
+    InstanceTypeFactRow,
     ListPriceRow,
     PriceHistoryRow,
     SiteStoragePriceRow,
@@ -112,6 +113,23 @@ def replace_list_prices(s: Session, rows: list[dict[str, Any]]) -> None:
         chunk = rows[i : i + _CHUNK]
         s.execute(delete(ListPriceRow).where(ListPriceRow.pool_id.in_([r["pool_id"] for r in chunk])))
         s.execute(insert(ListPriceRow), chunk)
+
+
+def write_instance_facts(s: Session, feed: FeedResult, as_of: str) -> None:
+    """What the feed states about its types beyond their size (processor, GPU memory, bare metal),
+    for instance requirements; read back over the bundled catalog's facts (store.instance_facts)."""
+    for spec in feed.specs.values():
+        if spec.has_facts:
+            s.merge(
+                InstanceTypeFactRow(
+                    provider=feed.provider,
+                    instance_type=spec.instance_type,
+                    processor=spec.processor,
+                    gpu_memory_gib=spec.gpu_memory_gib,
+                    bare_metal=spec.bare_metal,
+                    as_of=as_of,
+                )
+            )
 
 
 def write_feed(factory: sessionmaker[Session], feed: FeedResult, *, refresh_id: str | None = None) -> ProviderOutcome:
@@ -212,6 +230,7 @@ def write_feed(factory: sessionmaker[Session], feed: FeedResult, *, refresh_id: 
         if history:
             s.execute(insert(PriceHistoryRow), history)
         replace_list_prices(s, list(listed.values()))
+        write_instance_facts(s, feed, as_of)
         for sp in feed.storage:
             s.merge(
                 SiteStoragePriceRow(

@@ -36,7 +36,7 @@ from broker.db.models import (
     SiteRow,
     StoragePriceRow,
 )
-from broker.db.price_models import SiteStoragePriceRow
+from broker.db.price_models import InstanceTypeFactRow, SiteStoragePriceRow
 from broker.db.session import transaction
 from broker.solver.problem import STORAGE_TIERS
 from pricing import snapshot
@@ -154,6 +154,7 @@ def load_snapshot(factory: sessionmaker[Session]) -> dict[str, int]:
         s.execute(delete(LatencyRow))
         s.execute(delete(EgressRow))
         s.execute(delete(StoragePriceRow).where(StoragePriceRow.provider.in_(PUBLIC_PROVIDERS)))
+        s.execute(delete(InstanceTypeFactRow))  # the bundled facts are the snapshot's own again
         now = datetime.now(UTC)
         _bulk_insert(
             s,
@@ -254,8 +255,12 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
         site_storage_rows = s.execute(
             select(SiteStoragePriceRow.site, SiteStoragePriceRow.tier, SiteStoragePriceRow.usd_per_gb_month)
         ).all()
+        fed = {  # what live feeds stated, over the bundled catalog's facts
+            (r.provider, r.instance_type): InstanceFacts(r.processor, r.gpu_memory_gib, r.bare_metal)
+            for r in s.scalars(select(InstanceTypeFactRow))
+        }
     pools = [PoolRow.domain_from_tuple(r) for r in rows]
-    table = build_pool_table(sites, pools, instance_facts())
+    table = build_pool_table(sites, pools, {**instance_facts(), **fed})
     site_map = {s.id: s for s in sites}
     latency = LatencyModel(site_map, [tuple(r) for r in latency_rows])
 
@@ -297,7 +302,8 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
 
 def instance_facts() -> dict[tuple[str, str], InstanceFacts]:
     """What the bundled catalog states about public instance types (processor, GPU memory, bare
-    metal); a live-fed type it does not list keeps what its name says."""
+    metal); live feeds' statements (`instance_type_facts`) are laid over them in read_catalog, and a
+    type neither lists keeps what its name says."""
     return {
         key: InstanceFacts(processor=proc, gpu_memory_gib=mem, bare_metal=bare)
         for key, (proc, mem, bare) in snapshot.read_instance_types().items()

@@ -1,12 +1,12 @@
 """Rows of the pricing area: price history, list prices, discount rules, refresh jobs,
-imported site definitions and per-site storage prices (migration 0002)."""
+imported site definitions and per-site storage prices (migration 0002); instance-type facts (0016)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, Float, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from broker.db.models import Base, utcnow
@@ -81,4 +81,17 @@ class SiteStoragePriceRow(Base):
     usd_per_gb_month: Mapped[float] = mapped_column(Float)
     product: Mapped[str] = mapped_column(String(80), default="")
     source: Mapped[str] = mapped_column(String(40), default="")
+    as_of: Mapped[str] = mapped_column(String(40), default="")
+
+
+class InstanceTypeFactRow(Base):
+    """What a live feed stated about an instance type beyond its size (migration 0016): the
+    instance-requirement attributes a name does not tell. Wins over the bundled catalog's facts."""
+
+    __tablename__ = "instance_type_facts"
+    provider: Mapped[str] = mapped_column(String(20), primary_key=True)
+    instance_type: Mapped[str] = mapped_column(String(120), primary_key=True)
+    processor: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    gpu_memory_gib: Mapped[float | None] = mapped_column(Float, nullable=True)  # per GPU
+    bare_metal: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     as_of: Mapped[str] = mapped_column(String(40), default="")

@@ -153,3 +153,31 @@ def test_cli_exit_code_on_an_impossible_requirement(env: str, tmp_path: Path) ->
     r = runner.invoke(app, ["place", "-f", str(f)])
     assert r.exit_code == EXIT_INFEASIBLE
     assert "requirements[0]:instance-generation Gt 99 on api" in r.output
+
+
+# ---- attributes from live feeds ------------------------------------------------------------
+
+
+def test_a_live_feeds_facts_reach_the_pool_attributes(broker: Any) -> None:
+    from broker.catalog.refresh import write_feed
+    from pricing.offers import FeedResult, InstanceSpec, Offer
+
+    feed = FeedResult(
+        "aws",
+        offers=[
+            Offer("aws", "us-east-1", "m9z.large", "ondemand", 0.2, "2026-12-01"),  # a type only the feed knows
+            Offer("aws", "us-east-1", "g5.xlarge", "ondemand", 1.0, "2026-12-01"),
+        ],
+        specs={
+            "m9z.large": InstanceSpec("m9z.large", 2, 8, processor="AMD EPYC 9R99", bare_metal=False),
+            "g5.xlarge": InstanceSpec("g5.xlarge", 4, 16, gpus=1, gpu_model="A10G", gpu_memory_gib=22.0),
+        },
+        regions=["us-east-1"],
+    )
+    assert write_feed(broker.sessions, feed).added == 1
+    t = broker.catalog().table
+    new = t.attributes.of(t.pool_index["aws:us-east-1/m9z.large/ondemand"])
+    assert (new["instance_family"], new["instance_generation"], new["instance_size"]) == ("m9z", 9, "large")
+    assert new["processor"] == "AMD EPYC 9R99" and new["cpu_manufacturer"] == "amd" and new["bare_metal"] is False
+    # the feed's statement wins over the bundled catalog's (24 GiB there)
+    assert t.attributes.of(t.pool_index["aws:us-east-1/g5.xlarge/ondemand"])["gpu_memory_gib"] == 22

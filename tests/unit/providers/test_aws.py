@@ -126,6 +126,10 @@ def test_fetch_through_boto3_against_a_local_endpoint(feed_server, aws_env):
     assert result.specs["m7g.large"].arch == "arm64"
     assert result.specs["g4dn.xlarge"].gpus == 1 and result.specs["g4dn.xlarge"].gpu_model == "T4"
     assert result.specs["m6i.xlarge"].memory_gib == 16
+    # facts for instance requirements: EC2's bare metal and GPU memory, the price list's processor name
+    assert result.specs["m6i.xlarge"].processor == "Intel Xeon 8375C (Ice Lake)"
+    assert result.specs["m6i.xlarge"].bare_metal is False and result.specs["m7g.large"].bare_metal is None
+    assert result.specs["g4dn.xlarge"].gpu_memory_gib == 16
     assert {s.tier for s in result.storage} == {"standard", "ssd", "premium"}
     # paged: the second GetProducts call carried the first page's NextToken
     tokens = [s.json().get("NextToken") for s in feed_server.seen if s.headers.get("X-Amz-Target")]
