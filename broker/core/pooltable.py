@@ -24,9 +24,6 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
-_ATTRIBUTES: dict[int, tuple[tuple[Pool, ...], PoolAttributes]] = {}
-
-
 @dataclass(frozen=True)
 class PoolTable:
     sites: tuple[Site, ...]
@@ -52,30 +49,28 @@ class PoolTable:
     # what catalogs state about instance types, for `attributes` (docs/solver.md, "Instance requirements")
     facts: FactsByType = field(default_factory=dict, compare=False, repr=False)
 
+    # the attributes once built, in a box the tables `dataclasses.replace` derives per request
+    # (fair-share caps, failed sites: same pools) share; `compact` starts an empty one
+    attributes_box: list[PoolAttributes] = field(default_factory=list, compare=False, repr=False)
+
     @property
     def attributes(self) -> PoolAttributes:
         """The pools' well-known attributes as columns, built on first use (only instance
-        requirements and the pool listing read them). Shared by the tables `dataclasses.replace`
-        derives per request (fair-share caps, failed sites): they keep the same pools."""
-        hit = _ATTRIBUTES.get(id(self.pools))
-        if hit is not None and hit[0] is self.pools:
-            return hit[1]
-        cols = PoolColumns(
-            sites=self.sites,
-            instance_types=[p.instance_type for p in self.pools],
-            site_idx=self.site_idx,
-            arch=coded(self.arch_idx, [a.value for a in ARCHES]),
-            capacity_type=coded(self.cap_idx, [c.value for c in CAPACITY_TYPES]),
-            vcpus=self.vcpus,
-            memory_gib=self.memory_gib,
-            gpus=self.gpus,
-            gpu_model=self.gpu_model,
-        )
-        attrs = build_pool_attributes(cols, self.facts)
-        if len(_ATTRIBUTES) >= 4:  # a catalog version's full and compact tables, and a spare
-            _ATTRIBUTES.pop(next(iter(_ATTRIBUTES)))
-        _ATTRIBUTES[id(self.pools)] = (self.pools, attrs)
-        return attrs
+        requirements and the pool listing read them)."""
+        if not self.attributes_box:
+            cols = PoolColumns(
+                sites=self.sites,
+                instance_types=[p.instance_type for p in self.pools],
+                site_idx=self.site_idx,
+                arch=coded(self.arch_idx, [a.value for a in ARCHES]),
+                capacity_type=coded(self.cap_idx, [c.value for c in CAPACITY_TYPES]),
+                vcpus=self.vcpus,
+                memory_gib=self.memory_gib,
+                gpus=self.gpus,
+                gpu_model=self.gpu_model,
+            )
+            self.attributes_box.append(build_pool_attributes(cols, self.facts))
+        return self.attributes_box[0]
 
     @property
     def n_pools(self) -> int:
@@ -106,6 +101,7 @@ class PoolTable:
             max_nodes=self.max_nodes[idx],
             dominated=self.dominated[idx],
             pruned=self.pruned + self.n_pools - len(idx),
+            attributes_box=[],
         )
 
     def provider_mask(self, providers: Sequence[str]) -> BoolArray:
