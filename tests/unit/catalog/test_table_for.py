@@ -1,0 +1,34 @@
+"""Which pool table a request solves over: dominated pools stay for requests with requirements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from broker.catalog.store import Catalog
+from broker.core.domain import PlacementRequest, Workload
+from broker.core.requirements import Requirement
+from tests.unit.solver.support.typed_catalog import typed_table
+
+
+def catalog() -> Catalog:
+    t = typed_table()
+    n = t.n_sites
+    latency: Any = None  # not read by table_for
+    return Catalog("v", {s.id: s for s in t.sites}, t, latency, np.zeros((n, n)), np.zeros(n), np.zeros((n, 3)), {})
+
+
+def test_requests_with_requirements_keep_the_dominated_pools() -> None:
+    cat = catalog()
+    plain = PlacementRequest("p", (Workload("a", 1, 1.0, 1.0),))
+    with_req = PlacementRequest(
+        "r",
+        (
+            Workload("a", 1, 1.0, 1.0),
+            Workload("b", 1, 1.0, 1.0, requirements=(Requirement.parse("arch", "In", ["arm64"]),)),
+        ),
+    )
+    assert cat.table_for(plain) is cat.solver_table
+    assert cat.solver_table.n_pools < cat.table.n_pools  # the m7i pools are dominated here
+    assert cat.table_for(with_req) is cat.table
