@@ -97,7 +97,7 @@ def explain_assignments(
                     storage=storage[skey],
                 )
                 preferred = preferred_mod.preferred_over(problem, q, (mine - home.frac[q]) * r, because)
-                if home.frac[j] < mine - _EPS:  # the runner-up costs at least what this pool does
+                if j >= 0 and home.frac[j] < mine - _EPS:  # the runner-up costs at least what this pool does
                     j = home.at_least(mine, site)
             next_best = None
             extra = None
