@@ -146,6 +146,7 @@ class Workload:
     residency: ResidencyPolicy | None = None
     latency_slo_ms: Mapping[str, float] = field(default_factory=dict)
     min_sites: int = 1
+    max_per_node: int | None = None  # at most this many replicas on one node (None: no limit)
     capacity_types: tuple[CapacityType, ...] = (CapacityType.ONDEMAND, CapacityType.RESERVED)
     providers: tuple[str, ...] | None = None
     depends_on: tuple[Dependency, ...] = ()
@@ -207,6 +208,43 @@ class NodeAllocation:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeReplicas:
+    """Replicas of one workload on one node, with what each requests."""
+
+    workload: str
+    replicas: int
+    cpu: float
+    memory_gib: float
+    gpus: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAssignment:
+    """One node of a pool (index 0 .. count - 1 of the pool's `NodeAllocation`) and what runs on it."""
+
+    pool: str
+    node: int
+    replicas: tuple[NodeReplicas, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PackingReport:
+    """What exact packing (every replica on a concrete node) changed in the aggregate answer."""
+
+    aggregate_nodes: int  # nodes the aggregate capacity rule asked for
+    nodes: int  # nodes the packing uses (the answer's)
+    aggregate_cost_per_hour: float  # the answer's cost before packing
+    aggregate_gap_pct: float
+    moved_replicas: int  # moved off owned pools whose nodes could not hold them
+    pools: int
+    pools_proven: int  # pools where no packing uses fewer nodes
+    pools_cp_sat: int  # pools CP-SAT ran on (first-fit decreasing not proven minimal)
+    pools_cp_sat_better: int  # of those, where CP-SAT used fewer nodes than first-fit decreasing
+    ffd_nodes: int  # nodes first-fit decreasing alone would have used
+    packing_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Baseline:
     policy: str
     cost_per_hour: float | None
@@ -228,3 +266,6 @@ class PlacementResult:
     storage_cost_per_hour: float = 0.0
     rejected: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # workload -> reason -> pools
     warnings: tuple[str, ...] = ()
+    # every replica on a concrete node of its pool (empty for placements stored before packing)
+    node_assignments: tuple[NodeAssignment, ...] = ()
+    packing: PackingReport | None = None

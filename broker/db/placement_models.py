@@ -8,6 +8,7 @@ cost breakdown; the header's warnings and rejection counts) are JSON columns.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +31,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from broker.core.domain import Assignment, Baseline, Explanation, NodeAllocation, PlacementResult
+from broker.core.domain import (
+    Assignment,
+    Baseline,
+    Explanation,
+    NodeAllocation,
+    NodeAssignment,
+    NodeReplicas,
+    PackingReport,
+    PlacementResult,
+)
 from broker.core.placement import (
     BudgetFigure,
     Placement,
@@ -70,10 +80,16 @@ class PlacementPoolRow(Base):
     price_source: Mapped[str | None] = mapped_column(String(40), nullable=True)
     price_as_of: Mapped[str | None] = mapped_column(String(40), nullable=True)
     price_stale: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # exact packing: per node of the pool, the replicas it runs ([{workload, replicas, cpu,
+    # memory_gib, gpus}, ...] per node); NULL for placements stored before packing
+    node_replicas: Mapped[list[list[dict[str, Any]]] | None] = mapped_column(JSON, nullable=True)
 
     @classmethod
-    def from_domain(cls, line: int, node: NodeAllocation, price: PoolPrice | None) -> PlacementPoolRow:
+    def from_domain(
+        cls, line: int, node: NodeAllocation, price: PoolPrice | None, packed: Sequence[NodeAssignment] = ()
+    ) -> PlacementPoolRow:
         return cls(
+            node_replicas=[[_replicas_json(r) for r in n.replicas] for n in packed] if packed else None,
             line=line,
             pool=node.pool,
             count=node.count,
@@ -89,6 +105,13 @@ class PlacementPoolRow(Base):
         return NodeAllocation(pool=r.pool, count=r.count, cost_per_hour=r.cost_per_hour)
 
     @staticmethod
+    def node_assignments(r: Any) -> list[NodeAssignment]:
+        return [
+            NodeAssignment(pool=r.pool, node=i, replicas=tuple(NodeReplicas(**x) for x in reps))
+            for i, reps in enumerate(r.node_replicas or [])
+        ]
+
+    @staticmethod
     def price(r: Any) -> PoolPrice | None:
         if r.price_per_hour is None:
             return None
@@ -98,6 +121,10 @@ class PlacementPoolRow(Base):
             as_of=str(r.price_as_of),
             stale=bool(r.price_stale),
         )
+
+
+def _replicas_json(r: NodeReplicas) -> dict[str, Any]:
+    return {"workload": r.workload, "replicas": r.replicas, "cpu": r.cpu, "memory_gib": r.memory_gib, "gpus": r.gpus}
 
 
 class PlacementAssignmentRow(Base):
@@ -326,6 +353,8 @@ class PlacementRow(Base):
     sizing_savings_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     # the request document as the client sent it (validated): a replan solves it again
     request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # what exact packing changed against the aggregate rule (PackingReport's fields); NULL: stored before it
+    packing: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     pools: Mapped[list[PlacementPoolRow]] = relationship(
         cascade="all, delete-orphan", order_by=PlacementPoolRow.line, lazy="raise"
@@ -345,6 +374,9 @@ class PlacementRow(Base):
         if p.id is None or p.created_at is None:
             raise ValueError("only a stored placement (with id and created_at) has rows")
         r, prices, sizing = p.result, p.prices, p.rightsizing
+        packed: dict[str, list[NodeAssignment]] = {}
+        for node in r.node_assignments:
+            packed.setdefault(node.pool, []).append(node)
         return cls(
             id=p.id,
             name=p.name,
@@ -372,8 +404,9 @@ class PlacementRow(Base):
             sizing_savings_per_hour=sizing.savings_per_hour if sizing else None,
             sizing_savings_pct=sizing.savings_pct if sizing else None,
             request=dict(p.request),
+            packing=dataclasses.asdict(r.packing) if r.packing else None,
             pools=[
-                PlacementPoolRow.from_domain(i, n, prices.pools.get(n.pool) if prices else None)
+                PlacementPoolRow.from_domain(i, n, prices.pools.get(n.pool) if prices else None, packed.get(n.pool, ()))
                 for i, n in enumerate(r.nodes)
             ],
             assignments=[PlacementAssignmentRow.from_domain(i, a) for i, a in enumerate(r.assignments)],
@@ -400,6 +433,8 @@ class PlacementRow(Base):
             storage_cost_per_hour=h.storage_cost_per_hour,
             rejected={w: dict(v) for w, v in h.rejected.items()},
             warnings=tuple(h.warnings),
+            node_assignments=tuple(a for n in pools for a in PlacementPoolRow.node_assignments(n)),
+            packing=PackingReport(**h.packing) if h.packing else None,
         )
         prices = None
         if h.catalog_version is not None:

@@ -28,7 +28,10 @@ from broker.core.domain import (
     Dependency,
     Explanation,
     NodeAllocation,
+    NodeAssignment,
+    NodeReplicas,
     Objective,
+    PackingReport,
     PlacementRequest,
     StorageTier,
     UserRegion,
@@ -82,6 +85,14 @@ class UserRegionIn(Strict):
 
 class SpreadIn(Strict):
     min_sites: Int = Field(1, ge=1, le=100)
+    # extension: a hard per-node limit the packing keeps and dispatch states (pod anti-affinity at 1)
+    max_per_node: Int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="at most this many replicas of the workload on one node (extension; 1: one per node, "
+        "dispatched as pod anti-affinity; more: a topology spread preference over nodes)",
+    )
 
 
 class DependencyIn(Strict):
@@ -193,6 +204,7 @@ class WorkloadIn(Strict):
             residency=res,
             latency_slo_ms=dict(self.latency_slo_ms),
             min_sites=self.spread.min_sites,
+            max_per_node=self.spread.max_per_node,
             capacity_types=tuple(
                 dict.fromkeys(self._defaulted("capacity_types", self.capacity_types, list(CapacityType)))
             ),
@@ -321,6 +333,62 @@ class NodeOut(BaseModel):
         return cls(pool=n.pool, count=n.count, cost_per_hour=n.cost_per_hour)
 
 
+class NodeReplicasOut(BaseModel):
+    workload: str
+    replicas: int
+    cpu: float = Field(description="cpu each replica requests")
+    memory_gib: float = Field(description="memory each replica requests")
+    gpus: float = 0.0
+
+    @classmethod
+    def from_domain(cls, r: NodeReplicas) -> NodeReplicasOut:
+        return cls(workload=r.workload, replicas=r.replicas, cpu=r.cpu, memory_gib=r.memory_gib, gpus=r.gpus)
+
+
+class NodeAssignmentOut(BaseModel):
+    """Extension: one node of a pool and the replicas it runs (docs/solver.md, exact packing)."""
+
+    pool: str
+    node: int = Field(description="index of the node in its pool, 0 to the pool's count - 1 in `nodes`")
+    replicas: list[NodeReplicasOut]
+
+    @classmethod
+    def from_domain(cls, n: NodeAssignment) -> NodeAssignmentOut:
+        return cls(pool=n.pool, node=n.node, replicas=[NodeReplicasOut.from_domain(r) for r in n.replicas])
+
+
+class PackingOut(BaseModel):
+    """Extension: what packing every replica onto a concrete node changed in the aggregate answer."""
+
+    aggregate_nodes: int = Field(description="nodes the aggregate capacity rule counts")
+    nodes: int = Field(description="nodes the packing uses: the sum of `nodes[].count`")
+    aggregate_cost_per_hour: float = Field(description="the plan's cost before packing")
+    aggregate_gap_pct: float = Field(description="the gap before packing, against the same lower bound")
+    moved_replicas: int = Field(description="replicas moved off owned pools whose nodes could not hold them")
+    pools: int
+    pools_proven: int = Field(description="pools whose node count no packing beats")
+    pools_cp_sat: int = Field(description="pools CP-SAT ran on (first-fit decreasing not proven minimal)")
+    pools_cp_sat_better: int = Field(description="pools where CP-SAT used fewer nodes than first-fit decreasing")
+    ffd_nodes: int = Field(description="nodes first-fit decreasing alone would have used")
+    packing_ms: int
+
+    @classmethod
+    def from_domain(cls, p: PackingReport) -> PackingOut:
+        return cls(
+            aggregate_nodes=p.aggregate_nodes,
+            nodes=p.nodes,
+            aggregate_cost_per_hour=p.aggregate_cost_per_hour,
+            aggregate_gap_pct=p.aggregate_gap_pct,
+            moved_replicas=p.moved_replicas,
+            pools=p.pools,
+            pools_proven=p.pools_proven,
+            pools_cp_sat=p.pools_cp_sat,
+            pools_cp_sat_better=p.pools_cp_sat_better,
+            ffd_nodes=p.ffd_nodes,
+            packing_ms=p.packing_ms,
+        )
+
+
 class BaselineOut(BaseModel):
     policy: str
     cost_per_hour: float | None
@@ -401,6 +469,21 @@ class PlacementOut(BaseModel):
     price_snapshot: PriceSnapshotOut | None = None
     rightsizing: RightsizingOut | None = None
     budget: list[BudgetOut] | None = None  # the tenant's budgets this placement counts against
+    # extension (exact packing): left out when empty or null (placements stored before it), so they
+    # read back exactly as stored
+    node_assignments: list[NodeAssignmentOut] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="every replica on a concrete node of its pool, per pool in the order of `nodes`, "
+        "nodes numbered from 0; the node count per pool equals `nodes[].count` and no node holds more "
+        "cpu, memory or GPUs than one node of the pool schedules (extension)",
+    )
+    packing: PackingOut | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="what exact packing changed against the aggregate capacity rule (extension); "
+        "null for placements stored before it",
+    )
 
     @classmethod
     def from_domain(cls, p: Placement) -> PlacementOut:
@@ -430,6 +513,8 @@ class PlacementOut(BaseModel):
             price_snapshot=PriceSnapshotOut.from_domain(p.prices) if p.prices else None,
             rightsizing=RightsizingOut.from_domain(p.rightsizing) if p.rightsizing else None,
             budget=[BudgetOut.from_domain(b) for b in p.budget] if p.budget is not None else None,
+            node_assignments=[NodeAssignmentOut.from_domain(n) for n in r.node_assignments],
+            packing=PackingOut.from_domain(r.packing) if r.packing else None,
         )
 
 

@@ -27,6 +27,7 @@ def placement_nodes(
             math.floor(vcpus[p] / w.cpu + 1e-9),
             math.floor(mem[p] / w.memory_gib + 1e-9),
             math.floor(gpus[p] / w.gpus + 1e-9) if w.gpus > 0 else 10**9,
+            w.max_per_node or 10**9,
         )
         need[p] = max(need.get(p, 0), math.ceil(r / max(fit, 1)))
     out: dict[int, int] = {}

@@ -57,6 +57,13 @@ class SolverOptions:
     # above this many workloads building it costs more than it gives
     k8s_start_max_workloads: int = 50_000
     rel_gap: float = 0.01  # the gap the search aims to prove; it stops once proven
+    # exact packing (answer/packing.py): CP-SAT's time for pools first-fit decreasing does not
+    # prove minimal, a share of the request's limit kept from the search, at most packing_max_s;
+    # pools whose CP-SAT model would have more integer variables than packing_max_vars keep FFD's
+    # packing (building the model alone would take that time)
+    packing_share: float = 0.03
+    packing_max_s: float = 2.0
+    packing_max_vars: int = 20_000
 
     # -- column generation (search/column_generation.py) -----------------------------------------
     max_cg_rounds: int = 200

@@ -18,6 +18,8 @@ from broker.core.pooltable import FloatArray, IntArray
 from broker.errors import Infeasible, InvalidRequest
 from broker.solver.answer.disaggregate import disaggregate
 from broker.solver.answer.explain import explain_assignments
+from broker.solver.answer.nodes import node_assignments, packing_report, packing_warnings
+from broker.solver.answer.packing import Capacities, pack_placement
 from broker.solver.baselines.greedy import greedy_cheapest_fit, unshared_nodes
 from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
@@ -70,7 +72,9 @@ def solve(
     si = search_input(problem, prep, opts)
     # what comes after the search (dealing replicas back, costs, explanations) is part of the
     # request's time too
-    after = opts.after_search_s + opts.explain_s_per_workload * len(prep.workloads)
+    packing_s = min(opts.packing_max_s, opts.packing_share * limit)
+    explain_s = opts.explain_s_per_workload * len(prep.workloads)
+    after = opts.after_search_s + packing_s + explain_s
     remaining = max(0.1, limit - (time.perf_counter() - started) - after)
     run = search_in_groups if applies(si.mi, opts) else search
     found = run(si.mi, starts=si.starts, time_limit_s=remaining, seed=seed, options=opts)
@@ -79,7 +83,8 @@ def solve(
             "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
             conflicts=_capacity_conflicts(problem, prep.workloads, prep.masks_by_w),
         )
-    return _answer(problem, prep, si, found, started)
+    packing_s = min(packing_s, max(0.0, limit - (time.perf_counter() - started) - explain_s))
+    return _answer(problem, prep, si, found, started, packing_s=packing_s, seed=seed, options=opts)
 
 
 def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions) -> SearchInput:
@@ -135,28 +140,40 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
 
 
 def _answer(
-    problem: PlacementProblem, prep: Prepared, si: SearchInput, found: SearchResult, started: float
+    problem: PlacementProblem,
+    prep: Prepared,
+    si: SearchInput,
+    found: SearchResult,
+    started: float,
+    *,
+    packing_s: float,
+    seed: int,
+    options: SolverOptions,
 ) -> PlacementResult:
-    """The class placement dealt back to the workloads, its costs, its bound and explanations."""
+    """The class placement dealt back to the workloads and packed onto nodes, its costs, its
+    bound and explanations."""
     req, t, obj = problem.request, problem.table, problem.request.objective
     workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
     name_index = {w.name: i for i, w in enumerate(req.workloads)}
     classes, mi, baseline = si.classes, si.mi, si.baseline
-    usable_now, current_total = si.usable_now, si.current_total
+    current_total = si.current_total
     site_of = t.site_idx.tolist()
     cap_of = t.cap_idx.tolist()
-    x = disaggregate(classes, workloads, found.x, site_of=site_of, cap_of=cap_of)
-
-    nodes = placement_nodes(workloads, x, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus)
-    compute = sum(n * float(t.price[p]) for p, n in nodes.items())
-    storage_total = storage_cost(problem, workloads, x)
-    egress_total = egress_cost(problem, workloads, x, name_index)
-    cost = compute + storage_total + egress_total
-    objective_value = _objective(workloads, x, nodes, node_cost, obj.cost * egress_total)
-    still = sum(min(x.get((k, p), 0), r) for k, p, r in usable_now)
-    objective_value += mi.move_cost * (current_total - still)
+    aggregate_x = disaggregate(classes, workloads, found.x, site_of=site_of, cap_of=cap_of)
+    # packed against the same per-node capacities the model's aggregate rule uses
+    caps = Capacities(mi.vcpus, mi.mem, mi.gpus, t.max_nodes, site_of, cap_of, node_cost)
+    packed = pack_placement(
+        workloads, aggregate_x, caps, time_s=packing_s, max_vars=options.packing_max_vars, seed=seed
+    )
+    aggregate_nodes = placement_nodes(workloads, aggregate_x, vcpus=mi.vcpus, mem=mi.mem, gpus=mi.gpus)
+    before = _priced(problem, si, prep, aggregate_x, aggregate_nodes)
+    x, nodes = packed.x, packed.counts
+    after = _priced(problem, si, prep, x, nodes, like=None if packed.stats.moved else before)
+    storage_total, egress_total, cost = after.storage, after.egress, after.cost
+    objective_value, still = after.objective, after.still
+    # exact packing only adds to what the aggregate model allows: its bound still holds
     lower = min(found.lower_bound, objective_value)
-    gap = 0.0 if objective_value <= 0 else max(0.0, (objective_value - lower) / objective_value * 100.0)
+    gap = _gap(objective_value, lower)
     status = "optimal" if gap <= 0.01 + 1e-9 else "feasible"
 
     base_cost = None
@@ -180,6 +197,7 @@ def _answer(
             "weak lower bound: column generation did not converge within the time limit, "
             "the bound is a Lagrangian one or each replica's cheapest share of a node's cost"
         )
+    warnings += packing_warnings(packed.stats, before.cost, cost)
     return PlacementResult(
         status=status,
         objective_value=round(objective_value, 6),
@@ -200,7 +218,57 @@ def _answer(
         storage_cost_per_hour=round(storage_total, 6),
         rejected=prep.rejected,
         warnings=tuple(warnings),
+        node_assignments=node_assignments(t, workloads, packed.nodes),
+        packing=packing_report(
+            packed.stats,
+            aggregate_nodes=sum(aggregate_nodes.values()),
+            aggregate_cost=before.cost,
+            aggregate_gap=before.gap(found.lower_bound),
+        ),
     )
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """A per-workload placement on a number of nodes per pool: what it costs and its objective."""
+
+    cost: float
+    storage: float
+    egress: float
+    objective: float
+    still: int  # running replicas it keeps where they are
+
+    def gap(self, lower: float) -> float:
+        return _gap(self.objective, min(lower, self.objective))
+
+
+def _priced(
+    problem: PlacementProblem,
+    si: SearchInput,
+    prep: Prepared,
+    x: Placement,
+    nodes: dict[int, int],
+    *,
+    like: _Priced | None = None,
+) -> _Priced:
+    """Costs and objective of (x, nodes); storage and egress taken from `like` (the same x)."""
+    t, obj = problem.table, problem.request.objective
+    workloads = prep.workloads
+    if like is not None:
+        storage, egress = like.storage, like.egress
+    else:
+        name_index = {w.name: i for i, w in enumerate(problem.request.workloads)}
+        storage = storage_cost(problem, workloads, x)
+        egress = egress_cost(problem, workloads, x, name_index)
+    compute = sum(n * float(t.price[p]) for p, n in nodes.items())
+    still = sum(min(x.get((k, p), 0), r) for k, p, r in si.usable_now)
+    objective = _objective(workloads, x, nodes, prep.node_cost, obj.cost * egress)
+    objective += si.mi.move_cost * (si.current_total - still)
+    return _Priced(compute + storage + egress, storage, egress, objective, int(still))
+
+
+def _gap(objective: float, lower: float) -> float:
+    return 0.0 if objective <= 0 else max(0.0, (objective - lower) / objective * 100.0)
 
 
 def _validate(problem: PlacementProblem) -> None:

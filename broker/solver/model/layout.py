@@ -105,12 +105,22 @@ class ModelInput:
     def class_replicas(self) -> FloatArray:
         return np.array([float(c.replicas) for c in self.classes])
 
+    @cached_property
+    def class_per_node(self) -> FloatArray:
+        """Per class: the replicas one node may run at most (spread.max_per_node; inf: no limit)."""
+        return np.array([math.inf if c.w.max_per_node is None else float(c.w.max_per_node) for c in self.classes])
+
     def fit(self, cls: IntArray, pool: IntArray, *, capped: bool = True) -> tuple[npt.NDArray[np.float32], BoolArray]:
         """classes.replica_fit of the pairs (cls[i], pool[i]); capped=False: not capped at the
         class's replicas (the rows a used pool's first node adds are left out)."""
         d = self.class_demand[cls]
         r = self.class_replicas[cls] if capped else np.full(len(cls), np.inf)
-        return replica_fit(d, r, self.vcpus[pool], self.mem[pool], self.gpus[pool])
+        fit, stronger = replica_fit(d, r, self.vcpus[pool], self.mem[pool], self.gpus[pool])
+        limit = self.class_per_node[cls]
+        limited = limit < fit
+        if not limited.any():
+            return fit, stronger
+        return np.minimum(fit, limit).astype(np.float32), stronger | limited
 
 
 @dataclass

@@ -99,7 +99,7 @@ def replica_fit(
 
 def _class_key(wd: WorkloadData, keep_alone: bool, index: int) -> tuple[object, ...]:
     w = wd.w
-    if keep_alone:
+    if keep_alone or w.max_per_node is not None:  # a per-node limit is a member's own: not merged
         return ("alone", index)
     base: tuple[object, ...] = (
         wd.signature,

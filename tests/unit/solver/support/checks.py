@@ -73,3 +73,35 @@ def assert_valid(problem: PlacementProblem, res: PlacementResult) -> None:
     assert res.status in ("optimal", "feasible")
     if res.status == "optimal":
         assert res.gap_pct <= 0.01 + 1e-9
+    assert_packed(problem, res)
+
+
+def assert_packed(problem: PlacementProblem, res: PlacementResult) -> None:
+    """The answer's node assignments, checked from the request and the pools alone: every
+    replica on exactly one node of the pool its assignment names, no node over one node of its
+    pool in cpu, memory or GPUs, none over a workload's spread.max_per_node, nodes numbered
+    0 .. count - 1 so that each pool's node count is the answer's `nodes`."""
+    t = problem.table
+    by_name = {w.name: w for w in problem.request.workloads}
+    on_nodes: dict[tuple[str, str], int] = defaultdict(int)
+    numbers: dict[str, list[int]] = defaultdict(list)
+    for node in res.node_assignments:
+        pool = t.pools[t.pool_index[node.pool]]
+        numbers[node.pool].append(node.node)
+        used = [0.0, 0.0, 0.0]
+        assert node.replicas, f"node {node.node} of {node.pool} runs nothing"
+        for r in node.replicas:
+            w = by_name[r.workload]
+            assert (r.cpu, r.memory_gib, r.gpus) == (w.cpu, w.memory_gib, w.gpus)
+            assert r.replicas > 0
+            if w.max_per_node is not None:
+                assert r.replicas <= w.max_per_node, (node.pool, node.node, r.workload)
+            on_nodes[(r.workload, node.pool)] += r.replicas
+            used = [used[0] + r.replicas * w.cpu, used[1] + r.replicas * w.memory_gib, used[2] + r.replicas * w.gpus]
+        assert used[0] <= pool.vcpus + 1e-6, (node.pool, node.node, "cpu", used[0], pool.vcpus)
+        assert used[1] <= pool.memory_gib + 1e-6, (node.pool, node.node, "memory", used[1], pool.memory_gib)
+        assert used[2] <= pool.gpus + 1e-6, (node.pool, node.node, "gpus", used[2], pool.gpus)
+    placed = {(a.workload, a.pool): a.replicas for a in res.assignments}
+    assert dict(on_nodes) == placed, "node assignments and assignments disagree"
+    counts = {n.pool: n.count for n in res.nodes}
+    assert {p: sorted(ns) for p, ns in numbers.items()} == {p: list(range(n)) for p, n in counts.items()}

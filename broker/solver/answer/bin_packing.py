@@ -1,0 +1,213 @@
+"""One pool's replicas onto whole nodes: multi-dimensional bin packing (cpu, memory, GPUs).
+
+Replicas of one workload are identical items, so an instance is a list of (count, size) and a
+packing gives, per node, how many replicas of each item it holds. Three tools:
+
+- `lower_bound`: no packing uses fewer nodes (each dimension's total over a node's capacity,
+  each item's count over what one node holds, items above half a node in one dimension);
+- `first_fit_decreasing`: items by their largest share of a node, each replica on the first
+  node with room (identical replicas placed as a batch, one vectorised pass over the nodes);
+- `cp_sat`: the exact model over OR-Tools CP-SAT, warm-started from FFD, deterministic
+  (one worker, a fixed seed, a deterministic-time limit), its search log off.
+
+`pack_pool` is FFD's packing, proven minimal when it meets the lower bound; `improve` tries
+CP-SAT on one that is not, within the time it is given, and keeps whichever uses fewer nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from broker.core.pooltable import FloatArray, IntArray
+
+# capacities and demands are compared with this relative slack: the aggregate model's
+# floor(x + 1e-9) fits the same replicas
+_EPS = 1e-9
+# CP-SAT needs integers: cpu in millicores, memory in MiB, GPUs in thousandths (demands rounded
+# up and capacities down, so a CP-SAT packing always fits in exact arithmetic too)
+_SCALE = np.array([1000.0, 1024.0, 1000.0])
+_UNLIMITED = 1 << 30  # replicas per node of an item that uses none of a node's dimensions
+
+
+@dataclass(frozen=True)
+class PoolPacking:
+    """Per node, (item index, replicas) pairs; how it was found; whether no packing uses fewer."""
+
+    nodes: list[list[tuple[int, int]]]
+    engine: str  # "ffd" | "cp-sat"
+    proven: bool
+    lower: int  # the lower bound on this pool's nodes
+    ffd_nodes: int  # what first-fit decreasing used (the comparison the bench reports)
+
+
+def per_node(size: FloatArray, cap: FloatArray) -> int:
+    """Replicas of `size` one node of `cap` holds (dimensions the item does not use ignored)."""
+    return int(item_fits(size[None, :], cap, None)[0])
+
+
+def item_fits(sizes: FloatArray, cap: FloatArray, limits: Sequence[int | None] | None) -> IntArray:
+    """Per item: replicas one node holds, within the item's own per-node limit (spread.max_per_node)."""
+    used = sizes > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(used, cap[None, :] / np.where(used, sizes, 1.0), np.inf)
+    fit = np.minimum(np.floor(ratio.min(axis=1) + _EPS), float(_UNLIMITED))
+    if limits is not None:
+        fit = np.minimum(fit, [_UNLIMITED if lim is None else lim for lim in limits])
+    out: IntArray = fit.astype(np.int64)
+    return out
+
+
+def lower_bound(
+    counts: Sequence[int], sizes: FloatArray, cap: FloatArray, limits: Sequence[int | None] | None = None
+) -> int:
+    """Nodes no packing of the items can do without."""
+    counts_a = np.asarray(counts, dtype=np.float64)
+    used = cap > 0
+    total = (counts_a[:, None] * sizes)[:, used].sum(axis=0) / cap[used]
+    bound = max(1, math.ceil(float(total.max(initial=0.0)) - 1e-6))
+    fits = np.maximum(item_fits(sizes, cap, limits), 1)
+    bound = max(bound, int(np.ceil(counts_a / fits).max()))
+    # two items above half a node in the same dimension never share one
+    big = sizes[:, used] > cap[used] / 2 + _EPS * cap[used]
+    return max(bound, int((counts_a[:, None] * big).sum(axis=0).max(initial=0)))
+
+
+def first_fit_decreasing(
+    counts: Sequence[int], sizes: FloatArray, cap: FloatArray, limits: Sequence[int | None] | None = None
+) -> list[list[tuple[int, int]]]:
+    """Each replica on the first node with room for it (and below the item's per-node limit),
+    items in decreasing order of their largest share of a node (ties: the sum of shares, then
+    the item's index). Identical replicas go as a batch: one vectorised pass over the nodes."""
+    fits = np.maximum(item_fits(sizes, cap, limits), 1)
+    share = np.where(cap > 0, sizes / np.where(cap > 0, cap, 1.0), 0.0)
+    order = np.lexsort((np.arange(len(counts)), -share.sum(axis=1), -share.max(axis=1))).tolist()
+    counts_l = [int(c) for c in counts]
+    most = sum(-(-c // int(f)) for c, f in zip(counts_l, fits.tolist(), strict=True))
+    free = np.empty((most, len(cap)))  # free capacity per open node (at most one item's worth each)
+    n_open = 0
+    nodes: list[list[tuple[int, int]]] = []
+    slack = _EPS * np.maximum(cap, 1.0)
+    dims = [np.flatnonzero(sizes[i] > 0).tolist() for i in range(len(counts_l))]
+    for i in order:
+        left, size, used = counts_l[i], sizes[i], dims[i]
+        if left <= 0:
+            continue
+        if n_open and used:
+            # few numpy calls per item: their fixed cost, not the nodes, is most of the time
+            room = (free[:n_open, used[0]] + slack[used[0]]) / size[used[0]]
+            for d in used[1:]:
+                np.minimum(room, (free[:n_open, d] + slack[d]) / size[d], out=room)
+            # an item is placed in one pass: no node holds any of it yet, so its limit is the fit
+            np.minimum(np.floor(room, out=room), fits[i], out=room)
+            np.maximum(room, 0, out=room)
+            before = np.cumsum(room) - room
+            take = np.minimum(np.maximum(left - before, 0), room).astype(np.int64)
+            hit = np.flatnonzero(take)
+            if len(hit):
+                for b, n in zip(hit.tolist(), take[hit].tolist(), strict=True):
+                    nodes[b].append((i, n))
+                    left -= n
+                free[hit] -= take[hit, None] * size[None, :]
+        if left > 0:
+            per = int(fits[i])
+            k = -(-left // per)
+            amounts = np.full(k, per, dtype=np.int64)
+            amounts[-1] = left - per * (k - 1)
+            free[n_open : n_open + k] = cap[None, :] - amounts[:, None] * size[None, :]
+            nodes += [[(i, int(a))] for a in amounts.tolist()]
+            n_open += k
+    return nodes
+
+
+def cp_sat(
+    counts: Sequence[int],
+    sizes: FloatArray,
+    cap: FloatArray,
+    *,
+    hint: list[list[tuple[int, int]]],
+    lower: int,
+    time_s: float,
+    seed: int,
+    limits: Sequence[int | None] | None = None,
+) -> tuple[list[list[tuple[int, int]]], bool] | None:
+    """The fewest nodes by CP-SAT, at most len(hint) of them, started from `hint`; the packing and
+    whether it is proven optimal, or None when CP-SAT found nothing within `time_s`."""
+    dims = np.flatnonzero(cap > 0)
+    size_i = np.ceil(sizes[:, dims] * _SCALE[dims] - 1e-6).astype(np.int64)
+    cap_i = np.floor(cap[dims] * _SCALE[dims] + 1e-6).astype(np.int64)
+    n_items, n_nodes = len(counts), len(hint)
+    fits = item_fits(sizes, cap, limits).tolist()
+    m = cp_model.CpModel()
+    open_ = [m.new_bool_var(f"y{b}") for b in range(n_nodes)]
+    x = [[m.new_int_var(0, min(int(counts[i]), fits[i]), f"x{i}_{b}") for b in range(n_nodes)] for i in range(n_items)]
+    for i in range(n_items):
+        m.add(sum(x[i]) == int(counts[i]))
+    for b in range(n_nodes):
+        for d in range(len(dims)):
+            m.add(sum(int(size_i[i, d]) * x[i][b] for i in range(n_items) if size_i[i, d]) <= int(cap_i[d]) * open_[b])
+        if b:  # open nodes first: the packings that differ only by which nodes are empty are one
+            m.add_implication(open_[b], open_[b - 1])
+    m.add(sum(open_) >= lower)
+    m.minimize(sum(open_))
+    placed = {(i, b): n for b, node in enumerate(hint) for i, n in node}
+    for b in range(n_nodes):
+        m.add_hint(open_[b], True)
+        for i in range(n_items):
+            m.add_hint(x[i][b], placed.get((i, b), 0))
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.num_workers = 1  # one worker and a deterministic-time limit: the same answer on every run
+    p.random_seed = seed
+    p.max_deterministic_time = max(time_s, 0.01)
+    p.max_time_in_seconds = max(2.0 * time_s, 0.05)  # a wall-clock backstop on a loaded machine
+    p.log_search_progress = False
+    status = solver.solve(m)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    nodes = []
+    for b in range(n_nodes):
+        row = [(i, int(solver.value(x[i][b]))) for i in range(n_items)]
+        row = [(i, n) for i, n in row if n > 0]
+        if row:
+            nodes.append(row)
+    return nodes, status == cp_model.OPTIMAL
+
+
+def cp_sat_size(items: int, nodes: int) -> int:
+    """Integer variables the CP-SAT model of an instance has (its build time grows with them)."""
+    return items * nodes
+
+
+def pack_pool(
+    counts: Sequence[int], sizes: FloatArray, cap: FloatArray, limits: Sequence[int | None] | None = None
+) -> PoolPacking:
+    """The pool's replicas on nodes by first-fit decreasing, proven minimal when it meets the bound."""
+    lower = lower_bound(counts, sizes, cap, limits)
+    ffd = first_fit_decreasing(counts, sizes, cap, limits)
+    return PoolPacking(ffd, "ffd", len(ffd) <= lower, lower, len(ffd))
+
+
+def improve(
+    packing: PoolPacking,
+    counts: Sequence[int],
+    sizes: FloatArray,
+    cap: FloatArray,
+    *,
+    time_s: float,
+    seed: int = 0,
+    limits: Sequence[int | None] | None = None,
+) -> PoolPacking:
+    """CP-SAT's packing when it uses no more nodes than `packing` (then also when it proves that
+    packing minimal), else `packing` unchanged."""
+    if packing.proven:
+        return packing
+    found = cp_sat(counts, sizes, cap, hint=packing.nodes, lower=packing.lower, time_s=time_s, seed=seed, limits=limits)
+    if found is None or len(found[0]) > len(packing.nodes):
+        return packing
+    nodes, optimal = found
+    return PoolPacking(nodes, "cp-sat", optimal or len(nodes) <= packing.lower, packing.lower, packing.ffd_nodes)
