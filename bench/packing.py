@@ -86,17 +86,60 @@ def engines(problem: PlacementProblem, res, cp_sat_s: float, max_vars: int) -> d
     return out
 
 
+NODE_SHAPES = [(2, 4), (2, 8), (4, 8), (4, 16), (8, 16), (8, 32), (16, 64), (4, 32)]  # (vCPUs, GiB)
+REPLICA_SHAPES = [(0.25, 0.5), (0.5, 1), (1, 2), (1, 4), (1.5, 3), (2, 4), (2, 8), (3, 6), (0.5, 3), (1, 6)]
+
+
+def random_pools(n: int, cp_sat_s: float, seed: int = 11) -> dict[str, float]:
+    """FFD against CP-SAT on `n` seeded pools of a few replica shapes on small nodes (where
+    fragmentation shows): how often FFD is proven minimal, how often and by how much CP-SAT
+    does better, and the time of each."""
+    rnd = np.random.default_rng(seed)
+    out = {"pools": float(n), "ffd_nodes": 0.0, "cp_sat_nodes": 0.0, "ffd_s": 0.0, "cp_sat_s": 0.0}
+    out |= {"ffd_proven": 0.0, "cp_sat_ran": 0.0, "cp_sat_optimal": 0.0, "cp_sat_better": 0.0}
+    for _ in range(n):
+        v, m = NODE_SHAPES[rnd.integers(len(NODE_SHAPES))]
+        cap = np.array([v, m, 0.0])
+        picks = rnd.choice(len(REPLICA_SHAPES), size=int(rnd.integers(2, 7)), replace=False)
+        sizes = np.array([[*REPLICA_SHAPES[i], 0.0] for i in picks])
+        ok = (sizes[:, :2] <= cap[:2]).all(axis=1)
+        sizes = sizes[ok]
+        if not len(sizes):
+            continue
+        counts = [int(c) for c in rnd.integers(1, 13, size=len(sizes))]
+        t0 = time.perf_counter()
+        pk = pack_pool(counts, sizes, cap)
+        out["ffd_s"] += time.perf_counter() - t0
+        out["ffd_nodes"] += len(pk.nodes)
+        out["ffd_proven"] += pk.proven
+        best = pk
+        if not pk.proven:
+            t0 = time.perf_counter()
+            best = improve(pk, counts, sizes, cap, time_s=cp_sat_s)
+            out["cp_sat_s"] += time.perf_counter() - t0
+            out["cp_sat_ran"] += 1
+            out["cp_sat_optimal"] += best.proven
+            out["cp_sat_better"] += len(best.nodes) < len(pk.nodes)
+        out["cp_sat_nodes"] += len(best.nodes)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="12,300,3000")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--cp-sat-s", type=float, default=2.0, help="CP-SAT's time per pool in the side-by-side")
+    ap.add_argument("--random", type=int, default=500, help="seeded random pools for FFD vs CP-SAT (0: none)")
     args = ap.parse_args()
+    if args.random:
+        for k, v in random_pools(args.random, args.cp_sat_s).items():
+            print(f"random.{k}: {round(v, 3) if not float(v).is_integer() else int(v)}")
+        sys.stdout.flush()
     url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
     broker = Broker.open(Settings(database_url=url))
     cat = broker.catalog()
     options = solver_options(broker.settings)
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in (int(s) for s in args.sizes.split(",") if s):
         req = parse_request(generate(n)).to_domain()
         problem = PlacementProblem(
             request=req,

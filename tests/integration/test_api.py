@@ -127,6 +127,12 @@ def test_place_dry_run_follows_the_contract(shared_client: TestClient) -> None:
     assert doc["storage_cost_per_hour"] > 0  # 50 GiB ssd + 500 GiB premium per replica
     assert doc["lower_bound_per_hour"] <= doc["cost_per_hour"]
     assert doc["baseline"]["cost_per_hour"] >= doc["cost_per_hour"] and doc["savings_pct"] >= 0
+    # exact packing (extension): every replica on a numbered node of its pool, as many nodes as `nodes`
+    per_pool: dict[str, list[int]] = {}
+    for node in doc["node_assignments"]:
+        per_pool.setdefault(node["pool"], []).append(node["node"])
+    assert per_pool == {n["pool"]: list(range(n["count"])) for n in doc["nodes"]}
+    assert doc["packing"]["nodes"] == sum(n["count"] for n in doc["nodes"])
 
 
 @pytest.mark.both_backends
@@ -139,6 +145,7 @@ def test_placements_are_stored_listed_and_fetched(client: TestClient) -> None:
     again = client.get(f"/v1/placements/{pid}")
     # stored as rows, read back as the very document the POST answered (30 vs 30.0 would differ)
     assert json.dumps(again.json(), sort_keys=True) == json.dumps(r.json(), sort_keys=True)
+    assert again.json()["node_assignments"] and again.json()["packing"]  # the packing is stored too
     second = client.post("/v1/placements", json={**doc, "name": "second"}).json()
     listing = client.get("/v1/placements", params={"limit": 1}).json()
     assert listing["total"] == 2 and listing["items"][0]["id"] == second["id"]  # newest first

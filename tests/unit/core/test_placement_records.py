@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from broker.core.domain import NodeAssignment, NodeReplicas, PackingReport
 from broker.core.placement import (
     BudgetFigure,
     Placement,
@@ -34,8 +35,18 @@ BASE = placement(
     created_at=datetime(2026, 12, 4, 14, 3, 24, 26022, tzinfo=UTC),
     baseline_cost_per_hour=1.5,
 )
+PACKED = replace(
+    BASE.result,
+    node_assignments=(
+        NodeAssignment(SPOT, 0, (NodeReplicas("api", 2, 0.5, 1.0),)),
+        NodeAssignment(SPOT, 1, (NodeReplicas("api", 1, 0.5, 1.0),)),
+        NodeAssignment(OWNED, 0, (NodeReplicas("db", 1, 4.0, 16.0, 1.0),)),
+    ),
+    packing=PackingReport(3, 3, 0.75, 0.5, 0, 2, 2, 0, 0, 3, 12),
+)
 FULL = replace(
     BASE,
+    result=PACKED,
     latency_quantile="p95",
     price_as_of={"aws": "2026-07-05", "private": "2026-12-04T14:03:18+00:00"},
     prices=PriceSnapshot(
@@ -89,6 +100,19 @@ def test_the_document_is_built_from_the_record() -> None:
     assert [b["team"] for b in doc["budget"]] == [None, "web"] and doc["budget"][1]["over"] is True
     assert placement_document(BASE)["price_snapshot"] is None and placement_document(BASE)["budget"] is None
     assert doc["latency_quantile"] == "p95" and doc["assignments"][1]["latency_slo_margin_ms"] == {"eu": 36.75}
+    assert [(n["pool"], n["node"]) for n in doc["node_assignments"]] == [(SPOT, 0), (SPOT, 1), (OWNED, 0)]
+    assert doc["node_assignments"][2]["replicas"] == [
+        {"workload": "db", "replicas": 1, "cpu": 4.0, "memory_gib": 16.0, "gpus": 1.0}
+    ]
+    assert doc["packing"]["aggregate_nodes"] == 3 and doc["packing"]["packing_ms"] == 12
+
+
+def test_a_placement_stored_before_packing_reads_back_without_its_fields() -> None:
+    """Extension fields are left out when empty: stored documents read back exactly as before."""
+    doc = placement_document(BASE)
+    assert "node_assignments" not in doc and "packing" not in doc
+    row = PlacementRow.from_domain(BASE)
+    assert all(r.node_replicas is None for r in row.pools) and row.packing is None
 
 
 def test_a_dry_run_has_no_rows() -> None:
