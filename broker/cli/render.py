@@ -44,6 +44,14 @@ def render_table(console: Console, doc: dict[str, Any]) -> None:
         f"baseline {_money(base)}/h  savings {savings}%  "
         f"solved in {doc['solve_ms']} ms"
     )
+    nodes = doc.get("nodes") or []
+    packing = doc.get("packing")
+    if packing:  # every replica on a concrete node (extension): the node counts dispatch needs
+        console.print(
+            f"nodes {sum(int(n['count']) for n in nodes)} in {len(nodes)} pools, packed replica by replica "
+            f"({packing['aggregate_nodes']} by the aggregate capacity rule; "
+            f"{packing['pools_proven']} of {packing['pools']} pools proven minimal)"
+        )
     for w in doc.get("warnings") or []:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True)
     if doc.get("id"):

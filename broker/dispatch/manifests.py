@@ -33,6 +33,11 @@ TEMPLATE_KINDS = ("Deployment", "StatefulSet")
 # applied to on-demand instances. Its nodes are on-demand ones to Karpenter.
 _KARPENTER_CAPACITY = {"ondemand": "on-demand", "spot": "spot", "reserved": "on-demand"}
 OWNED_PROVIDERS = ("private", "edge")
+CLOUD_PROVIDERS = ("aws", "azure", "gcp")
+# an AWS Local Zone or Wavelength Zone site names its zone group (us-east-1-bos-1,
+# us-east-1-wl1-bos1); its nodes carry the parent region as topology.kubernetes.io/region
+_AWS_ZONE_GROUP = re.compile(r"^((?:[a-z]{2}|us-gov)-[a-z]+-\d)-.+$")
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def capacity_label(provider: str, capacity: str) -> str:
@@ -52,15 +57,18 @@ class WorkloadSpec:
     memory_gib: float
     gpus: float = 0.0
     arch: tuple[str, ...] = ("amd64",)
+    max_per_node: int | None = None  # spread.max_per_node: replicas one node may run at most
 
     @classmethod
     def from_request(cls, doc: Mapping[str, Any]) -> WorkloadSpec:
+        limit = (doc.get("spread") or {}).get("max_per_node")
         return cls(
             name=str(doc["name"]),
             cpu=float(doc["cpu"]),
             memory_gib=float(doc["memory_gib"]),
             gpus=float(doc.get("gpus") or 0.0),
             arch=tuple(str(a) for a in (doc.get("arch") or ["amd64"])),
+            max_per_node=None if limit is None else int(limit),
         )
 
 
@@ -130,11 +138,25 @@ def pool_parts(pool_id: str) -> tuple[str, str, str]:
     return site, instance_type, capacity
 
 
+def site_region(site: str) -> str | None:
+    """The `topology.kubernetes.io/region` of a public cloud site's nodes; None for private and
+    edge sites, whose nodes are labelled by whoever runs them."""
+    provider, _, region = site.partition(":")
+    if provider not in CLOUD_PROVIDERS or not region:
+        return None
+    group = _AWS_ZONE_GROUP.match(region) if provider == "aws" else None
+    return group.group(1) if group else region
+
+
 def node_placement(
-    provider: str, instance_type: str, capacity: str, arch: str
+    provider: str, instance_type: str, capacity: str, arch: str, *, region: str | None = None
 ) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """nodeSelector and tolerations that pin pods to the pool's nodes on each provider."""
+    """nodeSelector and tolerations that pin pods to the pool's nodes on each provider: instance
+    type, architecture, capacity type and, on public clouds, the region (the catalog knows no
+    availability zones: regions collapse them, and an AWS Local Zone site is a zone group)."""
     selector = {"node.kubernetes.io/instance-type": instance_type, "kubernetes.io/arch": arch}
+    if region is not None:
+        selector["topology.kubernetes.io/region"] = region
     tolerations: list[dict[str, str]] = []
     if provider == "aws":
         selector["karpenter.sh/capacity-type"] = _KARPENTER_CAPACITY.get(capacity, capacity)
@@ -280,7 +302,9 @@ def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> d
         f"{PREFIX}/site": row.site,
         f"{PREFIX}/cost-per-hour": f"{row.cost_per_hour:.6f}",
     }
-    node_selector, tolerations = node_placement(row.provider, row.instance_type, row.capacity, row.arch)
+    node_selector, tolerations = node_placement(
+        row.provider, row.instance_type, row.capacity, row.arch, region=site_region(row.site)
+    )
     if template is not None:
         doc = _from_template(template, row, name=name, placement_id=placement_id)
     else:
@@ -314,10 +338,37 @@ def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> d
     pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_selector}
     if tolerations:
         pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or []), *tolerations]
+    spread = node_spread(row.workload, selector_labels)
+    for key, terms in spread.items():
+        if key == "affinity":
+            affinity = pod_spec.setdefault("affinity", {}) or {}
+            pod_spec["affinity"] = {**affinity, **terms}
+        else:
+            pod_spec[key] = [*(pod_spec.get(key) or []), *terms]
     containers = pod_spec.get("containers") or []
     if containers and isinstance(containers[0], dict) and "resources" not in containers[0]:
         containers[0]["resources"] = resource_requests(row.workload)
     return doc
+
+
+def node_spread(spec: WorkloadSpec, selector_labels: Mapping[str, str]) -> dict[str, Any]:
+    """What keeps a workload's replicas within its spread.max_per_node on the cluster, as the
+    answer's node assignments do: at 1, pod anti-affinity on the node (a hard rule, exactly the
+    plan's); above 1, a topology spread over nodes with that skew, preferred (Kubernetes has no
+    hard "at most k per node": the skew counts from the least-loaded eligible node)."""
+    if spec.max_per_node is None:
+        return {}
+    match = {"matchLabels": dict(selector_labels)}
+    if spec.max_per_node == 1:
+        term = {"labelSelector": match, "topologyKey": HOSTNAME}
+        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    constraint = {
+        "maxSkew": spec.max_per_node,
+        "topologyKey": HOSTNAME,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": match,
+    }
+    return {"topologySpreadConstraints": [constraint]}
 
 
 def _from_template(text: str, row: _Row, *, name: str, placement_id: str) -> dict[str, Any]:

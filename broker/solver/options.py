@@ -62,6 +62,8 @@ class SolverOptions:
     # pools whose CP-SAT model would have more integer variables than packing_max_vars keep FFD's
     # packing (building the model alone would take that time)
     packing_share: float = 0.03
+    # first-fit decreasing packs every pool of the answer whatever the time: kept per workload
+    packing_s_per_workload: float = 3.0e-4
     packing_max_s: float = 2.0
     packing_max_vars: int = 20_000
 

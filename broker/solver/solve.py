@@ -73,7 +73,7 @@ def solve(
     # what comes after the search (dealing replicas back, costs, explanations) is part of the
     # request's time too
     packing_s = min(opts.packing_max_s, opts.packing_share * limit)
-    explain_s = opts.explain_s_per_workload * len(prep.workloads)
+    explain_s = (opts.explain_s_per_workload + opts.packing_s_per_workload) * len(prep.workloads)
     after = opts.after_search_s + packing_s + explain_s
     remaining = max(0.1, limit - (time.perf_counter() - started) - after)
     run = search_in_groups if applies(si.mi, opts) else search

@@ -32,11 +32,13 @@ def test_place_embedded_json(env: str) -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["status"] in ("optimal", "feasible") and doc["cost_per_hour"] > 0
+    assert doc["node_assignments"]  # CP-SAT's and HiGHS' logs stay off stdout: the JSON parses
 
 
 def test_place_table_and_markdown(env: str) -> None:
     r = runner.invoke(app, ["place", "-f", str(EXAMPLES / "checkout.yaml")])
     assert r.exit_code == 0 and "checkout-api" in r.stdout and "lower bound" in r.stdout
+    assert "packed replica by replica" in r.stdout  # the node counts of exact packing
     md = runner.invoke(app, ["place", "-f", str(EXAMPLES / "checkout.yaml"), "--format", "markdown"])
     assert md.exit_code == 0 and md.stdout.startswith("### Placement `checkout rollout`")
     assert "| checkout-api |" in md.stdout

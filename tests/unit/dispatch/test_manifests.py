@@ -245,3 +245,73 @@ def test_capacity_labels_say_what_the_capacity_is(pool: str, label: str, karpent
     assert pod["metadata"]["labels"][f"{PREFIX}/capacity-type"] == label
     assert pod["spec"]["nodeSelector"].get("karpenter.sh/capacity-type") == karpenter
     assert problems(m) == []
+
+
+@pytest.mark.parametrize(
+    ("site", "region"),
+    [
+        ("aws:eu-central-1", "eu-central-1"),
+        ("aws:us-gov-west-1", "us-gov-west-1"),
+        ("aws:us-east-1-bos-1", "us-east-1"),  # a Local Zone: its nodes carry the parent region
+        ("aws:ap-northeast-1-wl1-nrt1", "ap-northeast-1"),  # a Wavelength Zone
+        ("azure:westeurope", "westeurope"),
+        ("gcp:europe-west1", "europe-west1"),
+        ("private:fra-dc1", None),
+        ("edge:munich-store-17", None),
+    ],
+)
+def test_public_cloud_pods_are_pinned_to_the_region(site: str, region: str | None) -> None:
+    from broker.dispatch.manifests import site_region
+
+    assert site_region(site) == region
+    sel, _ = node_placement(site.split(":")[0], "x.large", "ondemand", "amd64", region=site_region(site))
+    assert sel.get("topology.kubernetes.io/region") == region
+
+
+def test_dispatched_pods_carry_the_pools_region() -> None:
+    bundles = {b.cluster: b for b in build_bundles(PLACEMENT, TARGETS, pool_arch=ARCH)}
+    sel = bundles["bru"].manifests[0]["spec"]["template"]["spec"]["nodeSelector"]
+    assert sel["topology.kubernetes.io/region"] == "europe-west1"
+    assert sel["node.kubernetes.io/instance-type"] == "n2-standard-2"
+    owned = placement(
+        [assignment("trainer", "private:fra-dc1/r740-std/reserved", 1, 0.1)], request=REQUEST, id="pl_1", name="x"
+    )
+    [bundle] = build_bundles(owned, {"private:fra-dc1": [Target("dc", "private:fra-dc1", "shop")]})
+    assert "topology.kubernetes.io/region" not in bundle.manifests[0]["spec"]["template"]["spec"]["nodeSelector"]
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_max_per_node_is_dispatched_as_anti_affinity_or_node_spread(limit: int) -> None:
+    import kubernetes_validate
+
+    request = {
+        "name": "shop",
+        "workloads": [{"name": "web", "replicas": 4, "cpu": 0.5, "memory_gib": 1, "spread": {"max_per_node": limit}}],
+    }
+    one = placement([assignment("web", "aws:eu-central-1/m6i.large/ondemand", 4, 0.4)], request=request, id="pl_2")
+    [bundle] = build_bundles(one, {"aws:eu-central-1": [Target("c1", "aws:eu-central-1", "shop")]})
+    [m] = bundle.manifests
+    pod = m["spec"]["template"]["spec"]
+    match = {"matchLabels": m["spec"]["selector"]["matchLabels"]}
+    if limit == 1:
+        [term] = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term == {"labelSelector": match, "topologyKey": "kubernetes.io/hostname"}
+        assert "topologySpreadConstraints" not in pod
+    else:
+        [spread] = pod["topologySpreadConstraints"]
+        assert spread == {
+            "maxSkew": 3,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": match,
+        }
+        assert "affinity" not in pod
+    assert problems(m) == []
+    kubernetes_validate.validate(m, "1.31", strict=True)
+
+
+def test_without_max_per_node_pods_carry_no_spread() -> None:
+    for b in build_bundles(PLACEMENT, TARGETS, pool_arch=ARCH):
+        for m in b.manifests:
+            pod = m["spec"]["template"]["spec"]
+            assert "affinity" not in pod and "topologySpreadConstraints" not in pod
