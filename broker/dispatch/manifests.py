@@ -38,6 +38,7 @@ CLOUD_PROVIDERS = ("aws", "azure", "gcp")
 # us-east-1-wl1-bos1); its nodes carry the parent region as topology.kubernetes.io/region
 _AWS_ZONE_GROUP = re.compile(r"^((?:[a-z]{2}|us-gov)-[a-z]+-\d)-.+$")
 HOSTNAME = "kubernetes.io/hostname"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def capacity_label(provider: str, capacity: str) -> str:
@@ -338,37 +339,41 @@ def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> d
     pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_selector}
     if tolerations:
         pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or []), *tolerations]
-    spread = node_spread(row.workload, selector_labels)
-    for key, terms in spread.items():
-        if key == "affinity":
-            affinity = pod_spec.setdefault("affinity", {}) or {}
-            pod_spec["affinity"] = {**affinity, **terms}
-        else:
-            pod_spec[key] = [*(pod_spec.get(key) or []), *terms]
+    anti, spread = node_spread(row.workload, selector_labels)
+    if anti:  # beside a template's own terms
+        affinity = dict(pod_spec.get("affinity") or {})
+        pod_anti = dict(affinity.get("podAntiAffinity") or {})
+        pod_anti[_REQUIRED] = [*(pod_anti.get(_REQUIRED) or []), *anti]
+        affinity["podAntiAffinity"] = pod_anti
+        pod_spec["affinity"] = affinity
+    if spread:
+        pod_spec["topologySpreadConstraints"] = [*(pod_spec.get("topologySpreadConstraints") or []), *spread]
     containers = pod_spec.get("containers") or []
     if containers and isinstance(containers[0], dict) and "resources" not in containers[0]:
         containers[0]["resources"] = resource_requests(row.workload)
     return doc
 
 
-def node_spread(spec: WorkloadSpec, selector_labels: Mapping[str, str]) -> dict[str, Any]:
+def node_spread(
+    spec: WorkloadSpec, selector_labels: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What keeps a workload's replicas within its spread.max_per_node on the cluster, as the
     answer's node assignments do: at 1, pod anti-affinity on the node (a hard rule, exactly the
     plan's); above 1, a topology spread over nodes with that skew, preferred (Kubernetes has no
-    hard "at most k per node": the skew counts from the least-loaded eligible node)."""
+    hard "at most k per node": the skew counts from the least-loaded eligible node). Returns the
+    required anti-affinity terms and the topology spread constraints."""
     if spec.max_per_node is None:
-        return {}
+        return [], []
     match = {"matchLabels": dict(selector_labels)}
     if spec.max_per_node == 1:
-        term = {"labelSelector": match, "topologyKey": HOSTNAME}
-        return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+        return [{"labelSelector": match, "topologyKey": HOSTNAME}], []
     constraint = {
         "maxSkew": spec.max_per_node,
         "topologyKey": HOSTNAME,
         "whenUnsatisfiable": "ScheduleAnyway",
         "labelSelector": match,
     }
-    return {"topologySpreadConstraints": [constraint]}
+    return [], [constraint]
 
 
 def _from_template(text: str, row: _Row, *, name: str, placement_id: str) -> dict[str, Any]:

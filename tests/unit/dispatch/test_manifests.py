@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from broker.dispatch.manifests import (
     PREFIX,
@@ -315,3 +316,36 @@ def test_without_max_per_node_pods_carry_no_spread() -> None:
         for m in b.manifests:
             pod = m["spec"]["template"]["spec"]
             assert "affinity" not in pod and "topologySpreadConstraints" not in pod
+
+
+def test_a_templates_own_anti_affinity_is_kept_beside_max_per_node() -> None:
+    own = {"labelSelector": {"matchLabels": {"tier": "db"}}, "topologyKey": "topology.kubernetes.io/zone"}
+    template = yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "${name}"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own]}},
+                        "containers": [{"name": "web", "image": "nginx"}],
+                    }
+                }
+            },
+        }
+    )
+    request = {
+        "name": "shop",
+        "workloads": [{"name": "web", "replicas": 2, "cpu": 0.5, "memory_gib": 1, "spread": {"max_per_node": 1}}],
+    }
+    one = placement([assignment("web", "aws:eu-central-1/m6i.large/ondemand", 2, 0.2)], request=request, id="pl_3")
+    [bundle] = build_bundles(
+        one, {"aws:eu-central-1": [Target("c1", "aws:eu-central-1", "shop")]}, templates={"web": template}
+    )
+    [m] = bundle.manifests
+    terms = m["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms[0] == own and terms[1]["topologyKey"] == "kubernetes.io/hostname"
+    assert problems(m) == []
