@@ -32,6 +32,8 @@ _EPS = 1e-9
 # up and capacities down, so a CP-SAT packing always fits in exact arithmetic too)
 _SCALE = np.array([1000.0, 1024.0, 1000.0])
 _UNLIMITED = 1 << 30  # replicas per node of an item that uses none of a node's dimensions
+# up to this many nodes first-fit decreasing runs in plain Python (numpy's per-call cost would dominate)
+_FEW_NODES = 64
 
 
 @dataclass(frozen=True)
@@ -78,21 +80,29 @@ def lower_bound(
 
 
 def first_fit_decreasing(
-    counts: Sequence[int], sizes: FloatArray, cap: FloatArray, limits: Sequence[int | None] | None = None
+    counts: Sequence[int],
+    sizes: FloatArray,
+    cap: FloatArray,
+    limits: Sequence[int | None] | None = None,
+    *,
+    few_nodes: int = _FEW_NODES,
 ) -> list[list[tuple[int, int]]]:
     """Each replica on the first node with room for it (and below the item's per-node limit),
     items in decreasing order of their largest share of a node (ties: the sum of shares, then
-    the item's index). Identical replicas go as a batch: one vectorised pass over the nodes."""
+    the item's index). Identical replicas go as a batch: one vectorised pass over the nodes, or
+    a plain loop when at most `few_nodes` nodes can open."""
     fits = np.maximum(item_fits(sizes, cap, limits), 1)
     share = np.where(cap > 0, sizes / np.where(cap > 0, cap, 1.0), 0.0)
     order = np.lexsort((np.arange(len(counts)), -share.sum(axis=1), -share.max(axis=1))).tolist()
     counts_l = [int(c) for c in counts]
     most = sum(-(-c // int(f)) for c, f in zip(counts_l, fits.tolist(), strict=True))
+    slack = _EPS * np.maximum(cap, 1.0)
+    dims = [np.flatnonzero(sizes[i] > 0).tolist() for i in range(len(counts_l))]
+    if most <= few_nodes:
+        return _ffd_few(order, counts_l, sizes.tolist(), fits.tolist(), cap.tolist(), slack.tolist(), dims)
     free = np.empty((most, len(cap)))  # free capacity per open node (at most one item's worth each)
     n_open = 0
     nodes: list[list[tuple[int, int]]] = []
-    slack = _EPS * np.maximum(cap, 1.0)
-    dims = [np.flatnonzero(sizes[i] > 0).tolist() for i in range(len(counts_l))]
     for i in order:
         left, size, used = counts_l[i], sizes[i], dims[i]
         if left <= 0:
@@ -121,6 +131,43 @@ def first_fit_decreasing(
             free[n_open : n_open + k] = cap[None, :] - amounts[:, None] * size[None, :]
             nodes += [[(i, int(a))] for a in amounts.tolist()]
             n_open += k
+    return nodes
+
+
+def _ffd_few(
+    order: list[int],
+    counts: list[int],
+    sizes: list[list[float]],
+    fits: list[int],
+    cap: list[float],
+    slack: list[float],
+    dims: list[list[int]],
+) -> list[list[tuple[int, int]]]:
+    """first_fit_decreasing's pass in plain Python, the same arithmetic in the same order, for
+    pools that open few nodes: numpy's fixed cost per call is most of the time there."""
+    free: list[list[float]] = []
+    nodes: list[list[tuple[int, int]]] = []
+    for i in order:
+        left, size, used = counts[i], sizes[i], dims[i]
+        if left <= 0:
+            continue
+        if used:
+            for b, room_b in enumerate(free):
+                room = min(math.floor((room_b[d] + slack[d]) / size[d]) for d in used)
+                take = min(max(room, 0), fits[i], left)
+                if take > 0:
+                    nodes[b].append((i, take))
+                    for d in range(len(cap)):
+                        room_b[d] -= take * size[d]
+                    left -= take
+                    if not left:
+                        break
+        per = fits[i]
+        while left > 0:
+            n = min(per, left)
+            free.append([c - n * x for c, x in zip(cap, size, strict=True)])
+            nodes.append([(i, n)])
+            left -= n
     return nodes
 
 

@@ -122,3 +122,19 @@ def test_ffd_of_one_item_uses_what_its_fit_says(cap: np.ndarray) -> None:
     nodes = first_fit_decreasing([50], sizes, cap)
     assert_packs([50], sizes, cap, nodes)
     assert len(nodes) == lower_bound([50], sizes, cap)
+
+
+@settings(max_examples=80, deadline=None)
+@given(items=st.lists(item, min_size=1, max_size=8), scale=st.sampled_from([1, 10, 40]))
+def test_ffd_in_python_and_in_numpy_pack_alike(
+    items: list[tuple[int, float, float, int, int | None]], scale: int
+) -> None:
+    """The few-nodes path and the vectorised one are the same algorithm: the same packing."""
+    cap = np.array([4.0, 8.0, 2.0])
+    counts = [n * scale for n, *_ in items]
+    sizes = np.array([[c, m, g] for _, c, m, g, _ in items], dtype=float)
+    limits = [lim for *_, lim in items]
+    few = first_fit_decreasing(counts, sizes, cap, limits)
+    vectorised = first_fit_decreasing(counts, sizes, cap, limits, few_nodes=-1)
+    assert few == vectorised
+    assert_packs(counts, sizes, cap, few, limits)
