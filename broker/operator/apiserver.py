@@ -1,8 +1,9 @@
-"""List, then watch: the loop of the PlacementRequest controller and of the Kueue dispatcher.
+"""How the PlacementRequest controller and the Kueue dispatcher talk to the API server.
 
-Kubernetes' informer pattern without a second framework: a watch resumes from the last
-resourceVersion it saw; when the API server answers 410 Gone (or the watch breaks), the
-loop lists everything again, so no change is missed.
+List, then watch: Kubernetes' informer pattern without a second framework. A watch resumes
+from the last resourceVersion it saw; when the API server answers 410 Gone (or the watch
+breaks), the loop lists everything again, so no change is missed. Writes use optimistic
+concurrency: a 409 Conflict means someone wrote in between, so read again and retry.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-GONE = 410
+NOT_FOUND, CONFLICT, GONE = 404, 409, 410
+WRITE_RETRIES = 5
 
 
 def list_then_watch(
@@ -85,3 +87,23 @@ def watch_objects(
             yield kind, {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "bookmark": True}
         else:
             yield kind, obj
+
+
+def write_until_no_conflict(write: Callable[[], None], reread: Callable[[], bool], what: str) -> bool:
+    """`write()`; on 409 Conflict `reread()` the object (False: nothing left to write) and write again.
+
+    False when the object is gone (404) or no longer needs the write; ApiException 409 when it
+    kept conflicting for WRITE_RETRIES attempts.
+    """
+    for _ in range(WRITE_RETRIES):
+        try:
+            write()
+            return True
+        except ApiException as exc:
+            if exc.status == NOT_FOUND:
+                return False
+            if exc.status != CONFLICT:
+                raise
+        if not reread():
+            return False
+    raise ApiException(status=CONFLICT, reason=f"{what} kept conflicting")

@@ -23,11 +23,9 @@ from broker.dispatch.documents import DispatchIn
 from broker.dispatch.outbox import DispatchService
 from broker.errors import BrokerError, Infeasible, InvalidRequest
 from broker.operator import reconcile as rc
-from broker.operator.watching import list_then_watch, watch_objects
+from broker.operator.apiserver import list_then_watch, watch_objects, write_until_no_conflict
 
 log = logging.getLogger("broker.operator")
-CONFLICT, NOT_FOUND = 409, 404
-STATUS_RETRIES = 5
 
 
 class PlacementController:
@@ -148,20 +146,19 @@ class PlacementController:
         """Write the status for `generation` with optimistic concurrency: a 409 means someone wrote
         in between, so read again and retry, unless the spec moved on (the next event answers it)."""
         current = self._get(ns, name)
-        for _ in range(STATUS_RETRIES):
-            if current["metadata"].get("generation") != generation:
-                return False
+
+        def write() -> None:
             body = {**current, "status": status}
-            try:
-                self.objects.replace_namespaced_custom_object_status(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name, body)
-                return True
-            except ApiException as exc:
-                if exc.status == NOT_FOUND:
-                    return False
-                if exc.status != CONFLICT:
-                    raise
+            self.objects.replace_namespaced_custom_object_status(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name, body)
+
+        def reread() -> bool:
+            nonlocal current
             current = self._get(ns, name)
-        raise ApiException(status=CONFLICT, reason=f"status of {ns}/{name} kept conflicting")
+            return bool(current["metadata"].get("generation") == generation)
+
+        if current["metadata"].get("generation") != generation:
+            return False
+        return write_until_no_conflict(write, reread, f"status of {ns}/{name}")
 
     def _get(self, ns: str, name: str) -> dict[str, Any]:
         return _doc(self.objects.get_namespaced_custom_object(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name))

@@ -29,12 +29,10 @@ from kubernetes.client.exceptions import ApiException
 from broker.core.domain import Site
 from broker.core.pooltable import PoolTable
 from broker.integrations import kueue as kq
+from broker.operator.apiserver import NOT_FOUND, list_then_watch, watch_objects, write_until_no_conflict
 from broker.operator.reconcile import event as event_body
-from broker.operator.watching import list_then_watch, watch_objects
 
 log = logging.getLogger("broker.kueue")
-CONFLICT, NOT_FOUND = 409, 404
-STATUS_RETRIES = 5
 APPLY = "application/apply-patch+yaml"
 WORKLOADS = "workloads"
 
@@ -252,30 +250,27 @@ class KueueDispatcher:
         """Server-side apply of the nomination under Kueue's admission field manager; a 409 (the
         Workload changed since it was read) reads it again and retries while it still waits."""
         ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
-        for _ in range(STATUS_RETRIES):
-            try:
-                self.objects.patch_namespaced_custom_object_status(
-                    kq.GROUP,
-                    self.version,
-                    ns,
-                    WORKLOADS,
-                    name,
-                    kq.status_apply(wl, names),
-                    field_manager=kq.FIELD_MANAGER,
-                    force=True,
-                    _content_type=APPLY,
-                )
-                return True
-            except ApiException as exc:
-                if exc.status == NOT_FOUND:
-                    return False
-                if exc.status != CONFLICT:
-                    raise
+
+        def write() -> None:
+            self.objects.patch_namespaced_custom_object_status(
+                kq.GROUP,
+                self.version,
+                ns,
+                WORKLOADS,
+                name,
+                kq.status_apply(wl, names),
+                field_manager=kq.FIELD_MANAGER,
+                force=True,
+                _content_type=APPLY,
+            )
+
+        def reread() -> bool:
+            nonlocal wl
             wl = self._get(ns, name)
             check = kq.multikueue_check(wl, self._topology.checks)
-            if not kq.awaiting_nomination(wl, check) or list(kq.nominated(wl)) == names:
-                return False
-        raise ApiException(status=CONFLICT, reason=f"nomination of {ns}/{name} kept conflicting")
+            return kq.awaiting_nomination(wl, check) and list(kq.nominated(wl)) != names
+
+        return write_until_no_conflict(write, reread, f"nomination of {ns}/{name}")
 
     def _record_rejection(self, wl: dict[str, Any], cluster: str) -> dict[str, Any]:
         value = ",".join([*kq.rejected(wl), cluster])
