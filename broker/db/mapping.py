@@ -11,10 +11,10 @@ placement's result) are mapped by the caller and passed in as overrides.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping
-from functools import cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -46,17 +46,20 @@ def _converter(tp: Any) -> Convert | None:
     return None
 
 
-@cache
-def _fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+Plan = tuple[tuple[str, str, Convert | None], ...]
+_PLANS: dict[tuple[type, str, tuple[tuple[str, str], ...]], Plan] = {}
 
 
-@cache
-def _plan(cls: type, prefix: str, rename: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str, Convert | None], ...]:
+def _plan(cls: type, prefix: str, rename: Mapping[str, str] | None) -> Plan:
     """(field, column, converter) for each field of `cls`: worked out once per record type and naming."""
-    hints = typing.get_type_hints(cls)
-    names = dict(rename)
-    return tuple((name, names.get(name, prefix + name), _converter(hints[name])) for name in _fields(cls))
+    key = (cls, prefix, tuple(rename.items()) if rename else ())
+    plan = _PLANS.get(key)
+    if plan is None:
+        hints = typing.get_type_hints(cls)
+        names = rename or {}
+        fields = [f.name for f in dataclasses.fields(cls) if f.init]
+        plan = _PLANS[key] = tuple((n, names.get(n, prefix + n), _converter(hints[n])) for n in fields)
+    return plan
 
 
 def to_columns(
@@ -66,16 +69,52 @@ def to_columns(
     if record is None:
         return {}
     columns = row_cls.__table__.columns  # type: ignore[attr-defined]
-    plan = _plan(type(record), prefix, tuple(rename.items()) if rename else ())
+    plan = _plan(type(record), prefix, rename)
     return {column: _plain(getattr(record, name)) for name, column, _ in plan if column in columns}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Reader:
+    """How one call site reads a record from a row: one C-level getter for its columns, then the
+    record's arguments in field order (a positional call: a ledger sync reads thousands of rows)."""
+
+    read: Callable[[Any], tuple[Any, ...]]
+    given_at: tuple[tuple[int, str], ...]  # (argument position, field) of the fields passed in, ascending
+    converts: tuple[tuple[int, Convert], ...]  # (argument position, converter)
+
+
+_READERS: dict[tuple[type, str, tuple[tuple[str, str], ...], tuple[str, ...]], _Reader] = {}
+
+
+def _reader(cls: type, prefix: str, rename: Mapping[str, str] | None, given: tuple[str, ...]) -> _Reader:
+    key = (cls, prefix, tuple(rename.items()) if rename else (), given)
+    reader = _READERS.get(key)
+    if reader is None:
+        plan = _plan(cls, prefix, rename)
+        unknown = set(given) - {n for n, _, _ in plan}
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {sorted(unknown)}")
+        columns = [c for n, c, _ in plan if n not in given]
+        get = operator.attrgetter(*columns)
+        read = get if len(columns) > 1 else (lambda row: (get(row),))
+        reader = _READERS[key] = _Reader(
+            read=read,
+            given_at=tuple((i, n) for i, (n, _, _) in enumerate(plan) if n in given),
+            converts=tuple((i, conv) for i, (n, _, conv) in enumerate(plan) if conv is not None and n not in given),
+        )
+    return reader
 
 
 def from_columns(
     cls: type[T], row: Any, *, prefix: str = "", rename: Mapping[str, str] | None = None, **given: Any
 ) -> T:
     """A `cls` record from the row's columns (an ORM row or a plain result row); `given` fields as passed."""
-    for name, column, convert in _plan(cls, prefix, tuple(rename.items()) if rename else ()):
-        if name not in given:
-            value = getattr(row, column)
-            given[name] = value if convert is None or value is None else convert(value)
-    return cls(**given)
+    reader = _reader(cls, prefix, rename, tuple(given))
+    args = list(reader.read(row))
+    for at, name in reader.given_at:
+        args.insert(at, given[name])
+    for at, convert in reader.converts:
+        value = args[at]
+        if value is not None:
+            args[at] = convert(value)
+    return cls(*args)
