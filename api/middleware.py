@@ -21,7 +21,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.middleware_problems import replay_body, send_problem
-from api.request_encoding import BodyRefused, content_encoding, decoded_scope, read_decoded
+from api.request_encoding import BodyRefused, body_chunks, content_encoding, decoded_scope, read_decoded
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
 
@@ -176,17 +176,11 @@ def _content_length(scope: Scope) -> int | None:
 async def _read_limited(receive: Receive, limit: int) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
+    async for chunk in body_chunks(receive):
         size += len(chunk)
         if size > limit:
             return None
         chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
     return b"".join(chunks)
 
 

@@ -9,6 +9,7 @@ so a small "gzip bomb" costs at most the limit in memory.
 from __future__ import annotations
 
 import zlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.types import Receive, Scope
@@ -34,6 +35,17 @@ def content_encoding(scope: Scope) -> str | None:
     return None
 
 
+async def body_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The request body's chunks as the server hands them over, up to the last one or a disconnect."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
+
+
 async def read_decoded(receive: Receive, encoding: str, limit: int) -> bytes:
     """The whole body, decompressed; BodyRefused when it is too large, not gzip, or another coding."""
     if encoding not in SUPPORTED:
@@ -48,11 +60,7 @@ async def read_decoded(receive: Receive, encoding: str, limit: int) -> bytes:
     d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     read = 0
     try:
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
+        async for chunk in body_chunks(receive):
             read += len(chunk)
             if read > limit:
                 raise _too_large(limit, "compressed")
@@ -63,8 +71,6 @@ async def read_decoded(receive: Receive, encoding: str, limit: int) -> bytes:
                 chunk = d.unconsumed_tail
                 if d.eof and d.unused_data:  # another gzip member follows (RFC 1952 allows several)
                     chunk, d = d.unused_data, zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            if not message.get("more_body", False):
-                break
         out += d.flush()
     except zlib.error as exc:
         msg = f"the body is not valid gzip ({exc})"

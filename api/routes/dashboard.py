@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import FileResponse, HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from api.deps import get_broker, get_principal
 from api.routes.finops import From, To, scope
@@ -18,21 +20,31 @@ from broker.finops.documents import DashboardOut
 from broker.finops.service import FinOps
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 router = APIRouter(tags=["dashboard"])
 
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".json": "application/json", ".svg": "image/svg+xml"}
 
 
+@cache
+def _page(name: str) -> str:
+    """A page rendered once per process: the pages are static, their data comes from /v1/... in the browser."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(), trim_blocks=True, keep_trailing_newline=True
+    )
+    return env.get_template(name).render()
+
+
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
 def dashboard_page() -> HTMLResponse:
-    return HTMLResponse((STATIC / "dashboard.html").read_text(), headers={"Cache-Control": "no-cache"})
+    return HTMLResponse(_page("dashboard.html"), headers={"Cache-Control": "no-cache"})
 
 
 @router.get("/dashboard/simulations", response_class=HTMLResponse, include_in_schema=False)
 def simulations_page() -> HTMLResponse:
     """Fleet simulations: spend and utilisation over time per policy, events marked."""
-    return HTMLResponse((STATIC / "simulations.html").read_text(), headers={"Cache-Control": "no-cache"})
+    return HTMLResponse(_page("simulations.html"), headers={"Cache-Control": "no-cache"})
 
 
 @router.get("/dashboard/static/{path:path}", include_in_schema=False)

@@ -3,7 +3,6 @@ caller's measurements, POST/GET /v1/latency/measurements (docs/latency.md)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -11,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import get_broker, get_tenant
+from api.uploads import csv_or_json_body, json_document, read_upload
 from broker.app import Broker
 from broker.catalog.latency_measurements import MeasurementStore, read_measurements_csv
 from broker.core.latency import parse_geo
@@ -76,35 +76,15 @@ class MeasurementsIn(BaseModel):
     measurements: list[MeasurementIn] = Field(min_length=1, max_length=100_000)
 
 
-_BODY = {
-    "requestBody": {
-        "content": {
-            "application/json": {"schema": MeasurementsIn.model_json_schema(by_alias=True)},
-            "text/csv": {
-                "schema": {
-                    "type": "string",
-                    "example": "from,to,rtt_ms,statistic,source\naws:us-east-1,oregon-users,71.5,p50,probes\n",
-                }
-            },
-        },
-        "required": True,
-    }
-}
+_BODY = csv_or_json_body(
+    MeasurementsIn, "from,to,rtt_ms,statistic,source\naws:us-east-1,oregon-users,71.5,p50,probes\n", by_alias=True
+)
 
 
-def _rows_from_body(raw: bytes, content_type: str) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
-    if "csv" in content_type:
+def _rows_from_body(raw: bytes, is_csv: bool) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    if is_csv:
         return read_measurements_csv(raw, loc="body"), ("body",)
-    try:
-        doc = MeasurementsIn.model_validate(json.loads(raw or b"null"))
-    except (ValueError, TypeError) as exc:
-        errors = getattr(exc, "errors", None)
-        detail = (
-            [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in errors(include_url=False)]
-            if callable(errors)
-            else [{"loc": ["body"], "msg": str(exc)}]
-        )
-        raise InvalidRequest("the measurements document is invalid", errors=detail) from exc
+    doc = json_document(MeasurementsIn, raw, "the measurements document")
     return [m.model_dump(by_alias=True) for m in doc.measurements], ("body", "measurements")
 
 
@@ -123,8 +103,7 @@ async def post_measurements(
     "source"}]}` or CSV `from,to,rtt_ms[,statistic][,source]`. `from` is a site; `to` a site,
     `geo:lat,lon` or a user region name; `statistic` p50 (default) or p95. They win over the
     catalog's figures in your placements and in GET /v1/latency. All or nothing."""
-    raw = await request.body()  # at most BROKER_MAX_BODY_BYTES: ServiceMiddleware answers 413 beyond
-    rows, loc = _rows_from_body(raw, request.headers.get("content-type", "application/json"))
+    rows, loc = _rows_from_body(*await read_upload(request))
     sites = broker.catalog().sites
     return MeasurementStore(broker.sessions).import_rows(rows, sites=sites, tenant=tenant, loc=loc)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import pandas as pd
@@ -10,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from api.deps import get_broker, get_tenant
+from api.uploads import csv_or_json_body, json_document, read_upload
 from broker.app import Broker
 from broker.errors import InvalidRequest, NotFound
 from broker.usage.service import UsageStore, read_csv
@@ -28,31 +28,14 @@ class UsageDocumentIn(BaseModel):
     samples: list[UsageSampleIn] = Field(min_length=1, max_length=500_000)
 
 
-_BODY = {
-    "requestBody": {
-        "content": {
-            "application/json": {"schema": UsageDocumentIn.model_json_schema()},
-            "text/csv": {"schema": {"type": "string", "example": "timestamp,value,metric\n1700000000,1.5,cpu\n"}},
-        },
-        "required": True,
-    }
-}
+_BODY = csv_or_json_body(UsageDocumentIn, "timestamp,value,metric\n1700000000,1.5,cpu\n")
 
 
-def _frame_from_body(raw: bytes, content_type: str) -> pd.DataFrame:
-    if "csv" in content_type:
+def _frame_from_body(raw: bytes, is_csv: bool) -> pd.DataFrame:
+    if is_csv:
         frame = read_csv(raw)
         return frame.assign(series_id="-") if "series_id" not in frame.columns else frame
-    try:
-        doc = UsageDocumentIn.model_validate(json.loads(raw or b"null"))
-    except (ValueError, TypeError) as exc:
-        errors = getattr(exc, "errors", None)
-        detail = (
-            [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in errors(include_url=False)]
-            if callable(errors)
-            else [{"loc": ["body"], "msg": str(exc)}]
-        )
-        raise InvalidRequest("the usage document is invalid", errors=detail) from exc
+    doc = json_document(UsageDocumentIn, raw, "the usage document")
     return pd.DataFrame([s.model_dump() for s in doc.samples]).assign(series_id="-")
 
 
@@ -73,8 +56,7 @@ async def post_usage(
     A sample window that was stored before is replaced; an invalid body stores nothing."""
     if not 1 <= len(name) <= 200:
         raise InvalidRequest("invalid workload name", errors=[{"loc": ["path", "name"], "msg": "1-200 chars"}])
-    raw = await request.body()  # at most BROKER_MAX_BODY_BYTES: ServiceMiddleware answers 413 beyond
-    frame = _frame_from_body(raw, request.headers.get("content-type", "application/json"))
+    frame = _frame_from_body(*await read_upload(request))
     summary = UsageStore(broker.sessions).import_frame(frame, tenant=tenant, series=name)
     return {"workload": name, **summary.as_dict()}
 

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from broker.cli.context import edge
-from broker.cli.exit_codes import EXIT_INVALID
-from broker.errors import BrokerError
+from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
+from broker.cli.failures import exits_on_error
 
 
 def register(app: typer.Typer) -> None:
@@ -30,11 +30,8 @@ def register(app: typer.Typer) -> None:
         """Print a new API key on the last line (it is stored hashed and never shown again)."""
         from broker.access.keys import KeyStore, parse_role
 
-        try:
+        with exits_on_error(EXIT_INVALID):
             desc, key = KeyStore(edge(ctx).broker().sessions).create(tenant=tenant, role=parse_role(role), name=name)
-        except BrokerError as exc:
-            err.print(f"[red]{exc.detail}[/red]")
-            raise typer.Exit(EXIT_INVALID) from exc
         err.print(f"key {desc['id']} for tenant {desc['tenant']} ({desc['role']}); store it now:")
         print(key)
 
@@ -49,11 +46,8 @@ def register(app: typer.Typer) -> None:
     def apikey_revoke(ctx: typer.Context, key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
         from broker.access.keys import KeyStore
 
-        try:
+        with exits_on_error(EXIT_FAILED):
             KeyStore(edge(ctx).broker().sessions).revoke(key_id, tenant=tenant)
-        except BrokerError as exc:
-            err.print(f"[red]{exc.detail}[/red]")
-            raise typer.Exit(1) from exc
         out.print(f"revoked {key_id}")
 
     @budget_app.command("set")
@@ -66,11 +60,8 @@ def register(app: typer.Typer) -> None:
         """Set a monthly budget; placements that would exceed it are refused (CLI exit 4)."""
         from broker.placements.budgets import Budgets
 
-        try:
+        with exits_on_error(EXIT_INVALID):
             figures = Budgets(edge(ctx).broker().sessions).set(tenant=tenant, team=team, monthly_usd=monthly_usd)
-        except BrokerError as exc:
-            err.print(f"[red]{exc.detail}[/red]")
-            raise typer.Exit(EXIT_INVALID) from exc
         print(json.dumps(figures, indent=2))
 
     @budget_app.command("show")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
 from rich.console import Console
 
-from broker.errors import Infeasible, InvalidRequest
+from broker.errors import BrokerError, Infeasible, InvalidRequest
 
 err = Console(stderr=True)
 
@@ -22,3 +26,13 @@ def print_infeasible(exc: Infeasible) -> None:
     err.print(f"[red]infeasible:[/red] {exc.detail}")
     for c in exc.conflicts:
         err.print(f"  - {c}")
+
+
+@contextmanager
+def exits_on_error(code: int) -> Iterator[None]:
+    """Run the block; a BrokerError from it becomes its detail on stderr and exit `code` (exit_codes.py)."""
+    try:
+        yield
+    except BrokerError as exc:
+        err.print(f"[red]{exc.detail}[/red]")
+        raise typer.Exit(code) from exc

@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 
 from broker.cli.context import edge
-from broker.cli.exit_codes import EXIT_INVALID
-from broker.cli.failures import err, print_invalid
-from broker.errors import BrokerError, InvalidRequest
+from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
+from broker.cli.failures import err, exits_on_error, print_invalid
+from broker.errors import InvalidRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -73,9 +73,6 @@ def register(app: typer.Typer) -> None:
         """What is stored for one series."""
         from broker.usage.service import UsageStore
 
-        try:
+        with exits_on_error(EXIT_FAILED):
             doc = UsageStore(edge(ctx).broker().sessions).series_summary(name)
-        except BrokerError as exc:
-            err.print(f"[red]{exc.detail}[/red]")
-            raise typer.Exit(1) from exc
         Console().print_json(data=doc)

@@ -51,6 +51,7 @@ from broker.core.placement import (
     SizingReport,
     WorkloadSizing,
 )
+from broker.db.mapping import from_columns, to_columns
 from broker.db.models import Base, utcnow
 
 
@@ -59,6 +60,10 @@ def _parent() -> ForeignKey:
 
 
 _CHUNK = 500
+
+# columns named apart from the rest of their record's prefix
+_OWN_NAME = {"price_per_hour": "price_per_hour"}  # PoolPrice, prefix price_
+_SNAPSHOT_COLUMNS = {"catalog_version": "catalog_version", "stale_after_days": "price_stale_after_days"}
 
 
 def as_utc(dt: datetime) -> datetime:
@@ -89,20 +94,15 @@ class PlacementPoolRow(Base):
         cls, line: int, node: NodeAllocation, price: PoolPrice | None, packed: Sequence[NodeAssignment] = ()
     ) -> PlacementPoolRow:
         return cls(
-            node_replicas=[[_replicas_json(r) for r in n.replicas] for n in packed] if packed else None,
             line=line,
-            pool=node.pool,
-            count=node.count,
-            cost_per_hour=node.cost_per_hour,
-            price_per_hour=price.price_per_hour if price else None,
-            price_source=price.source if price else None,
-            price_as_of=price.as_of if price else None,
-            price_stale=price.stale if price else None,
+            node_replicas=[[dataclasses.asdict(r) for r in n.replicas] for n in packed] if packed else None,
+            **to_columns(cls, node),
+            **to_columns(cls, price, prefix="price_", rename=_OWN_NAME),
         )
 
     @staticmethod
     def to_domain(r: Any) -> NodeAllocation:
-        return NodeAllocation(pool=r.pool, count=r.count, cost_per_hour=r.cost_per_hour)
+        return from_columns(NodeAllocation, r)
 
     @staticmethod
     def node_assignments(r: Any) -> list[NodeAssignment]:
@@ -115,16 +115,7 @@ class PlacementPoolRow(Base):
     def price(r: Any) -> PoolPrice | None:
         if r.price_per_hour is None:
             return None
-        return PoolPrice(
-            price_per_hour=r.price_per_hour,
-            source=str(r.price_source),
-            as_of=str(r.price_as_of),
-            stale=bool(r.price_stale),
-        )
-
-
-def _replicas_json(r: NodeReplicas) -> dict[str, Any]:
-    return {"workload": r.workload, "replicas": r.replicas, "cpu": r.cpu, "memory_gib": r.memory_gib, "gpus": r.gpus}
+        return from_columns(PoolPrice, r, prefix="price_", rename=_OWN_NAME)
 
 
 class PlacementAssignmentRow(Base):
@@ -149,41 +140,11 @@ class PlacementAssignmentRow(Base):
 
     @classmethod
     def from_domain(cls, line: int, a: Assignment) -> PlacementAssignmentRow:
-        ex = a.explanation
-        return cls(
-            line=line,
-            workload=a.workload,
-            pool=a.pool,
-            site=a.site,
-            replicas=a.replicas,
-            latency_ms=dict(a.latency_ms),
-            latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
-            cost_per_hour=ex.cost_per_hour,
-            binding=list(ex.binding),
-            next_best=ex.next_best,
-            next_best_extra_per_hour=ex.next_best_extra_per_hour,
-            cost_breakdown=dict(ex.cost_breakdown),
-            preferred_over=None if ex.preferred_over is None else dict(ex.preferred_over),
-        )
+        return cls(line=line, **to_columns(cls, a), **to_columns(cls, a.explanation))
 
     @staticmethod
     def to_domain(r: Any) -> Assignment:
-        return Assignment(
-            workload=r.workload,
-            pool=r.pool,
-            site=r.site,
-            replicas=r.replicas,
-            latency_ms=dict(r.latency_ms),
-            explanation=Explanation(
-                cost_per_hour=r.cost_per_hour,
-                binding=tuple(r.binding),
-                next_best=r.next_best,
-                next_best_extra_per_hour=r.next_best_extra_per_hour,
-                cost_breakdown=dict(r.cost_breakdown),
-                preferred_over=r.preferred_over,
-            ),
-            latency_slo_margin_ms=dict(r.latency_slo_margin_ms),
-        )
+        return from_columns(Assignment, r, explanation=from_columns(Explanation, r))
 
 
 class PlacementBudgetRow(Base):
@@ -200,28 +161,11 @@ class PlacementBudgetRow(Base):
 
     @classmethod
     def from_domain(cls, line: int, b: BudgetFigure) -> PlacementBudgetRow:
-        return cls(
-            line=line,
-            team=b.team,
-            monthly_usd=b.monthly_usd,
-            used=b.used,
-            this_placement=b.this_placement,
-            projected=b.projected,
-            remaining=b.remaining,
-            over=b.over,
-        )
+        return cls(line=line, **to_columns(cls, b))
 
     @staticmethod
     def to_domain(r: Any) -> BudgetFigure:
-        return BudgetFigure(
-            team=r.team,
-            monthly_usd=r.monthly_usd,
-            used=r.used,
-            this_placement=r.this_placement,
-            projected=r.projected,
-            remaining=r.remaining,
-            over=bool(r.over),
-        )
+        return from_columns(BudgetFigure, r)
 
 
 class PlacementSizingResourceRow(Base):
@@ -248,32 +192,11 @@ class PlacementSizingResourceRow(Base):
 
     @classmethod
     def from_domain(cls, metric: str, r: ResourceSizing) -> PlacementSizingResourceRow:
-        return cls(
-            metric=metric,
-            declared=r.declared,
-            forecast=r.forecast,
-            p50_peak=r.p50_peak,
-            p95_peak=r.p95_peak,
-            change_pct=r.change_pct,
-            method=r.method,
-            forecaster=r.forecaster,
-            backtest_mae=r.backtest_mae,
-            regime_shift=r.regime_shift,
-        )
+        return cls(metric=metric, **to_columns(cls, r))
 
     @staticmethod
     def to_domain(r: Any) -> ResourceSizing:
-        return ResourceSizing(
-            declared=r.declared,
-            forecast=r.forecast,
-            p50_peak=r.p50_peak,
-            p95_peak=r.p95_peak,
-            change_pct=r.change_pct,
-            method=r.method,
-            forecaster=r.forecaster,
-            backtest_mae=r.backtest_mae,
-            regime_shift=bool(r.regime_shift),
-        )
+        return from_columns(ResourceSizing, r)
 
 
 class PlacementSizingRow(Base):
@@ -294,30 +217,13 @@ class PlacementSizingRow(Base):
 
     @classmethod
     def from_domain(cls, line: int, w: WorkloadSizing) -> PlacementSizingRow:
-        return cls(
-            line=line,
-            workload=w.workload,
-            source=w.source,
-            model_version=w.model_version,
-            horizon_hours=w.horizon_hours,
-            headroom_pct=w.headroom_pct,
-            warnings=list(w.warnings),
-            resources=[PlacementSizingResourceRow.from_domain(m, r) for m, r in w.resources().items()],
-        )
+        resources = [PlacementSizingResourceRow.from_domain(m, r) for m, r in w.resources().items()]
+        return cls(line=line, **to_columns(cls, w), resources=resources)
 
     @staticmethod
     def to_domain(w: Any, resources: Sequence[Any]) -> WorkloadSizing:
         by_metric = {r.metric: PlacementSizingResourceRow.to_domain(r) for r in resources}
-        return WorkloadSizing(
-            workload=w.workload,
-            source=w.source,
-            model_version=w.model_version,
-            horizon_hours=w.horizon_hours,
-            headroom_pct=w.headroom_pct,
-            cpu=by_metric.get("cpu"),
-            memory_gib=by_metric.get("memory_gib"),
-            warnings=tuple(w.warnings),
-        )
+        return from_columns(WorkloadSizing, w, cpu=by_metric.get("cpu"), memory_gib=by_metric.get("memory_gib"))
 
 
 class PlacementRow(Base):
@@ -378,33 +284,11 @@ class PlacementRow(Base):
         for node in r.node_assignments:
             packed.setdefault(node.pool, []).append(node)
         return cls(
-            id=p.id,
-            name=p.name,
-            tenant=p.tenant,
-            created_at=p.created_at,
-            status=r.status,
-            objective_value=r.objective_value,
-            cost_per_hour=r.cost_per_hour,
-            lower_bound_per_hour=r.lower_bound_per_hour,
-            gap_pct=r.gap_pct,
-            baseline_policy=r.baseline.policy,
-            baseline_cost_per_hour=r.baseline.cost_per_hour,
-            savings_pct=r.savings_pct,
-            solve_ms=r.solve_ms,
-            egress_cost_per_hour=r.egress_cost_per_hour,
-            storage_cost_per_hour=r.storage_cost_per_hour,
-            latency_quantile=p.latency_quantile,
-            rejected={w: dict(v) for w, v in r.rejected.items()},
-            warnings=list(r.warnings),
-            price_as_of=dict(p.price_as_of),
-            catalog_version=prices.catalog_version if prices else None,
-            price_stale_after_days=prices.stale_after_days if prices else None,
-            sizing_declared_cost_per_hour=sizing.declared_cost_per_hour if sizing else None,
-            sizing_cost_per_hour=sizing.cost_per_hour if sizing else None,
-            sizing_savings_per_hour=sizing.savings_per_hour if sizing else None,
-            sizing_savings_pct=sizing.savings_pct if sizing else None,
-            request=dict(p.request),
-            packing=dataclasses.asdict(r.packing) if r.packing else None,
+            **to_columns(cls, p),
+            **{**to_columns(cls, r), "packing": dataclasses.asdict(r.packing) if r.packing else None},
+            **to_columns(cls, r.baseline, prefix="baseline_"),
+            **to_columns(cls, prices, rename=_SNAPSHOT_COLUMNS),
+            **to_columns(cls, sizing, prefix="sizing_"),
             pools=[
                 PlacementPoolRow.from_domain(i, n, prices.pools.get(n.pool) if prices else None, packed.get(n.pool, ()))
                 for i, n in enumerate(r.nodes)
@@ -418,50 +302,34 @@ class PlacementRow(Base):
     def to_domain(h: Any, children: Children) -> Placement:
         """The placement of a header row and its child rows (ORM rows or plain result rows)."""
         pools = children.pools
-        result = PlacementResult(
-            status=h.status,
-            objective_value=h.objective_value,
-            cost_per_hour=h.cost_per_hour,
-            lower_bound_per_hour=h.lower_bound_per_hour,
-            gap_pct=h.gap_pct,
-            baseline=Baseline(policy=h.baseline_policy, cost_per_hour=h.baseline_cost_per_hour),
-            savings_pct=h.savings_pct,
-            solve_ms=h.solve_ms,
+        result = from_columns(
+            PlacementResult,
+            h,
+            baseline=from_columns(Baseline, h, prefix="baseline_"),
             nodes=tuple(PlacementPoolRow.to_domain(n) for n in pools),
             assignments=tuple(PlacementAssignmentRow.to_domain(a) for a in children.assignments),
-            egress_cost_per_hour=h.egress_cost_per_hour,
-            storage_cost_per_hour=h.storage_cost_per_hour,
-            rejected={w: dict(v) for w, v in h.rejected.items()},
-            warnings=tuple(h.warnings),
             node_assignments=tuple(a for n in pools for a in PlacementPoolRow.node_assignments(n)),
             packing=PackingReport(**h.packing) if h.packing else None,
         )
         prices = None
         if h.catalog_version is not None:
             priced = {n.pool: PlacementPoolRow.price(n) for n in pools}
-            prices = PriceSnapshot(
-                catalog_version=h.catalog_version,
-                stale_after_days=float(h.price_stale_after_days or 0.0),
+            prices = from_columns(
+                PriceSnapshot,
+                h,
+                rename=_SNAPSHOT_COLUMNS,
+                stale_after_days=float(h.price_stale_after_days or 0.0),  # NULL in rows migrated from old results
                 pools={pool: price for pool, price in priced.items() if price is not None},
             )
         sizing = None
         if h.sizing_cost_per_hour is not None:
-            sizing = SizingReport(
-                workloads=tuple(PlacementSizingRow.to_domain(w, res) for w, res in children.sizing),
-                declared_cost_per_hour=h.sizing_declared_cost_per_hour,
-                cost_per_hour=h.sizing_cost_per_hour,
-                savings_per_hour=h.sizing_savings_per_hour,
-                savings_pct=h.sizing_savings_pct,
-            )
-        return Placement(
-            name=h.name,
-            tenant=h.tenant,
+            workloads = tuple(PlacementSizingRow.to_domain(w, res) for w, res in children.sizing)
+            sizing = from_columns(SizingReport, h, prefix="sizing_", workloads=workloads)
+        return from_columns(
+            Placement,
+            h,
             result=result,
-            request=dict(h.request),
-            id=h.id,
             created_at=as_utc(h.created_at),
-            latency_quantile=h.latency_quantile,
-            price_as_of=dict(h.price_as_of),
             prices=prices,
             rightsizing=sizing,
             budget=tuple(PlacementBudgetRow.to_domain(b) for b in children.budgets) or None,
@@ -475,15 +343,7 @@ class PlacementRow(Base):
 
     @staticmethod
     def summary(h: Any) -> PlacementSummary:
-        return PlacementSummary(
-            id=h.id,
-            name=h.name,
-            created_at=as_utc(h.created_at),
-            status=h.status,
-            cost_per_hour=h.cost_per_hour,
-            baseline_cost_per_hour=h.baseline_cost_per_hour,
-            savings_pct=h.savings_pct,
-        )
+        return from_columns(PlacementSummary, h, created_at=as_utc(h.created_at))
 
 
 Index("ix_placements_tenant_created", PlacementRow.tenant, PlacementRow.created_at)

@@ -74,17 +74,21 @@ def sync(factory: sessionmaker[Session]) -> int:
     return len(entries)
 
 
+# what says which entry of a (tenant, name) supersedes which
+_SUPERSEDING = (
+    LedgerEntryRow.placement_id,
+    LedgerEntryRow.tenant,
+    LedgerEntryRow.name,
+    LedgerEntryRow.created_at,
+    LedgerEntryRow.superseded_at,
+)
+
+
 def _mark_superseded(s: Session, groups: set[tuple[str, str]]) -> None:
     keys = sorted(groups)
     for i in range(0, len(keys), _CHUNK):
         rows = s.execute(
-            select(
-                LedgerEntryRow.placement_id,
-                LedgerEntryRow.tenant,
-                LedgerEntryRow.name,
-                LedgerEntryRow.created_at,
-                LedgerEntryRow.superseded_at,
-            )
+            select(*_SUPERSEDING)
             .where(tuple_(LedgerEntryRow.tenant, LedgerEntryRow.name).in_(keys[i : i + _CHUNK]))
             .order_by(
                 LedgerEntryRow.tenant,
@@ -154,11 +158,7 @@ def load(
             )
             for r in s.execute(
                 select(
-                    LedgerEntryRow.placement_id,
-                    LedgerEntryRow.tenant,
-                    LedgerEntryRow.name,
-                    LedgerEntryRow.created_at,
-                    LedgerEntryRow.superseded_at,
+                    *_SUPERSEDING,
                     LedgerEntryRow.cost_per_hour,
                     LedgerEntryRow.baseline_cost_per_hour,
                     LedgerEntryRow.has_baseline,

@@ -54,17 +54,7 @@ class ResourceSizingOut(BaseModel):
 
     @classmethod
     def from_domain(cls, r: ResourceSizing) -> ResourceSizingOut:
-        return cls(
-            declared=r.declared,
-            forecast=r.forecast,
-            p50_peak=r.p50_peak,
-            p95_peak=r.p95_peak,
-            change_pct=r.change_pct,
-            method=r.method,
-            forecaster=r.forecaster,
-            backtest_mae=r.backtest_mae,
-            regime_shift=r.regime_shift,
-        )
+        return cls.model_validate(r, from_attributes=True)
 
 
 class WorkloadSizingOut(BaseModel):
@@ -79,16 +69,7 @@ class WorkloadSizingOut(BaseModel):
 
     @classmethod
     def from_domain(cls, w: WorkloadSizing) -> WorkloadSizingOut:
-        return cls(
-            workload=w.workload,
-            source=w.source,
-            model_version=w.model_version,
-            horizon_hours=w.horizon_hours,
-            headroom_pct=w.headroom_pct,
-            cpu=ResourceSizingOut.from_domain(w.cpu) if w.cpu else None,
-            memory_gib=ResourceSizingOut.from_domain(w.memory_gib) if w.memory_gib else None,
-            warnings=list(w.warnings),
-        )
+        return cls.model_validate(w, from_attributes=True)
 
 
 class RightsizingOut(BaseModel):

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from broker.app import Broker
@@ -23,10 +23,9 @@ from broker.dispatch.documents import DispatchIn
 from broker.dispatch.outbox import DispatchService
 from broker.errors import BrokerError, Infeasible, InvalidRequest
 from broker.operator import reconcile as rc
+from broker.operator.apiserver import list_then_watch, watch_objects, write_until_no_conflict
 
 log = logging.getLogger("broker.operator")
-GONE, CONFLICT, NOT_FOUND = 410, 409, 404
-STATUS_RETRIES = 5
 
 
 class PlacementController:
@@ -50,17 +49,7 @@ class PlacementController:
     # ---- the loop -----------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        resource_version = self.resync()
-        while not stop.is_set():
-            try:
-                for obj in self._events(resource_version, stop):
-                    resource_version = obj["metadata"]["resourceVersion"]
-                    self.reconcile_safely(obj)
-            except ApiException as exc:
-                if exc.status != GONE:
-                    log.warning("watch failed (%s), listing again", exc.status)
-                    stop.wait(1.0)
-                resource_version = self.resync()
+        list_then_watch(stop, resync=self.resync, events=self._events, handle=self.reconcile_safely, log=log)
 
     def resync(self) -> str:
         """List every PlacementRequest, reconcile each, and return the list's resourceVersion."""
@@ -71,37 +60,18 @@ class PlacementController:
         return str(listed["metadata"]["resourceVersion"])
 
     def _events(self, resource_version: str, stop: threading.Event) -> Iterator[dict[str, Any]]:
-        w = watch.Watch()  # type: ignore[no-untyped-call]
-        kwargs: dict[str, Any] = {
-            "resource_version": resource_version,
-            "timeout_seconds": self.watch_timeout_s,
-            "allow_watch_bookmarks": True,
-        }
-        if self.namespace:
-            stream = w.stream(  # type: ignore[no-untyped-call]
-                self.objects.list_namespaced_custom_object,
-                rc.GROUP,
-                rc.VERSION,
-                self.namespace,
-                rc.REQUESTS,
-                **kwargs,
-            )
-        else:
-            stream = w.stream(  # type: ignore[no-untyped-call]
-                self.objects.list_cluster_custom_object, rc.GROUP, rc.VERSION, rc.REQUESTS, **kwargs
-            )
-        for event in stream:
-            if stop.is_set():
-                w.stop()  # type: ignore[no-untyped-call]
-                return
-            kind, obj = event["type"], event["object"]
-            if kind == "ERROR":
-                code = obj.get("code") if isinstance(obj, dict) else None
-                raise ApiException(status=code or 500, reason=str(obj))
-            if kind == "BOOKMARK":
-                yield {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "bookmark": True}
-                continue
-            if kind in ("ADDED", "MODIFIED"):
+        events = watch_objects(
+            self.objects,
+            rc.GROUP,
+            rc.VERSION,
+            rc.REQUESTS,
+            namespace=self.namespace,
+            resource_version=resource_version,
+            timeout_s=self.watch_timeout_s,
+            stop=stop,
+        )
+        for kind, obj in events:
+            if kind in ("BOOKMARK", "ADDED", "MODIFIED"):
                 yield obj
 
     # ---- one object ---------------------------------------------------------------------
@@ -176,20 +146,19 @@ class PlacementController:
         """Write the status for `generation` with optimistic concurrency: a 409 means someone wrote
         in between, so read again and retry, unless the spec moved on (the next event answers it)."""
         current = self._get(ns, name)
-        for _ in range(STATUS_RETRIES):
-            if current["metadata"].get("generation") != generation:
-                return False
+
+        def write() -> None:
             body = {**current, "status": status}
-            try:
-                self.objects.replace_namespaced_custom_object_status(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name, body)
-                return True
-            except ApiException as exc:
-                if exc.status == NOT_FOUND:
-                    return False
-                if exc.status != CONFLICT:
-                    raise
+            self.objects.replace_namespaced_custom_object_status(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name, body)
+
+        def reread() -> bool:
+            nonlocal current
             current = self._get(ns, name)
-        raise ApiException(status=CONFLICT, reason=f"status of {ns}/{name} kept conflicting")
+            return bool(current["metadata"].get("generation") == generation)
+
+        if current["metadata"].get("generation") != generation:
+            return False
+        return write_until_no_conflict(write, reread, f"status of {ns}/{name}")
 
     def _get(self, ns: str, name: str) -> dict[str, Any]:
         return _doc(self.objects.get_namespaced_custom_object(rc.GROUP, rc.VERSION, ns, rc.REQUESTS, name))

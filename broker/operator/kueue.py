@@ -23,17 +23,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from broker.core.domain import Site
 from broker.core.pooltable import PoolTable
 from broker.integrations import kueue as kq
+from broker.operator.apiserver import NOT_FOUND, list_then_watch, watch_objects, write_until_no_conflict
 from broker.operator.reconcile import event as event_body
 
 log = logging.getLogger("broker.kueue")
-GONE, CONFLICT, NOT_FOUND = 410, 409, 404
-STATUS_RETRIES = 5
 APPLY = "application/apply-patch+yaml"
 WORKLOADS = "workloads"
 
@@ -102,19 +101,13 @@ class KueueDispatcher:
     # ---- the loop -----------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        resource_version = self.resync()
-        while not stop.is_set():
-            try:
-                for obj in self._events(resource_version, stop):
-                    resource_version = obj["metadata"]["resourceVersion"]
-                    if not obj.get("bookmark"):
-                        self.reconcile_safely(obj)
-                self.tick()
-            except ApiException as exc:
-                if exc.status != GONE:
-                    log.warning("watch failed (%s), listing again", exc.status)
-                    stop.wait(1.0)
-                resource_version = self.resync()
+        list_then_watch(
+            stop, resync=self.resync, events=self._events, handle=self._handle, after_watch=self.tick, log=log
+        )
+
+    def _handle(self, obj: dict[str, Any]) -> None:
+        if not obj.get("bookmark"):
+            self.reconcile_safely(obj)
 
     def resync(self) -> str:
         """Read the MultiKueue objects, reconcile every Workload, return the list's resourceVersion."""
@@ -145,34 +138,21 @@ class KueueDispatcher:
         due = min((d for d, _, _ in self._waiting.values()), default=math.inf)
         if math.isfinite(due):  # end the watch in time for the next round
             timeout = max(1, min(timeout, int(due - self.clock()) + 1))
-        kwargs: dict[str, Any] = {
-            "resource_version": resource_version,
-            "timeout_seconds": timeout,
-            "allow_watch_bookmarks": True,
-        }
-        w = watch.Watch()  # type: ignore[no-untyped-call]
-        if self.namespace:
-            stream = w.stream(  # type: ignore[no-untyped-call]
-                self.objects.list_namespaced_custom_object, kq.GROUP, self.version, self.namespace, WORKLOADS, **kwargs
-            )
-        else:
-            stream = w.stream(  # type: ignore[no-untyped-call]
-                self.objects.list_cluster_custom_object, kq.GROUP, self.version, WORKLOADS, **kwargs
-            )
-        for event in stream:
-            if stop.is_set():
-                w.stop()  # type: ignore[no-untyped-call]
-                return
-            kind, obj = event["type"], event["object"]
-            if kind == "ERROR":
-                code = obj.get("code") if isinstance(obj, dict) else None
-                raise ApiException(status=code or 500, reason=str(obj))
-            if kind == "BOOKMARK":
-                yield {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "bookmark": True}
-            elif kind in ("ADDED", "MODIFIED"):
-                yield obj
-            elif kind == "DELETED":
+        events = watch_objects(
+            self.objects,
+            kq.GROUP,
+            self.version,
+            WORKLOADS,
+            namespace=self.namespace,
+            resource_version=resource_version,
+            timeout_s=timeout,
+            stop=stop,
+        )
+        for kind, obj in events:
+            if kind == "DELETED":
                 self._forget(str(obj["metadata"].get("uid")))
+            elif kind in ("BOOKMARK", "ADDED", "MODIFIED"):
+                yield obj
 
     # ---- the MultiKueue objects ---------------------------------------------------------
 
@@ -270,30 +250,27 @@ class KueueDispatcher:
         """Server-side apply of the nomination under Kueue's admission field manager; a 409 (the
         Workload changed since it was read) reads it again and retries while it still waits."""
         ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
-        for _ in range(STATUS_RETRIES):
-            try:
-                self.objects.patch_namespaced_custom_object_status(
-                    kq.GROUP,
-                    self.version,
-                    ns,
-                    WORKLOADS,
-                    name,
-                    kq.status_apply(wl, names),
-                    field_manager=kq.FIELD_MANAGER,
-                    force=True,
-                    _content_type=APPLY,
-                )
-                return True
-            except ApiException as exc:
-                if exc.status == NOT_FOUND:
-                    return False
-                if exc.status != CONFLICT:
-                    raise
+
+        def write() -> None:
+            self.objects.patch_namespaced_custom_object_status(
+                kq.GROUP,
+                self.version,
+                ns,
+                WORKLOADS,
+                name,
+                kq.status_apply(wl, names),
+                field_manager=kq.FIELD_MANAGER,
+                force=True,
+                _content_type=APPLY,
+            )
+
+        def reread() -> bool:
+            nonlocal wl
             wl = self._get(ns, name)
             check = kq.multikueue_check(wl, self._topology.checks)
-            if not kq.awaiting_nomination(wl, check) or list(kq.nominated(wl)) == names:
-                return False
-        raise ApiException(status=CONFLICT, reason=f"nomination of {ns}/{name} kept conflicting")
+            return kq.awaiting_nomination(wl, check) and list(kq.nominated(wl)) != names
+
+        return write_until_no_conflict(write, reread, f"nomination of {ns}/{name}")
 
     def _record_rejection(self, wl: dict[str, Any], cluster: str) -> dict[str, Any]:
         value = ",".join([*kq.rejected(wl), cluster])

@@ -290,14 +290,7 @@ class ExplanationOut(BaseModel):
 
     @classmethod
     def from_domain(cls, e: Explanation) -> ExplanationOut:
-        return cls(
-            cost_per_hour=e.cost_per_hour,
-            binding=list(e.binding),
-            next_best=e.next_best,
-            next_best_extra_per_hour=e.next_best_extra_per_hour,
-            cost_breakdown=dict(e.cost_breakdown),
-            preferred_over=None if e.preferred_over is None else PreferredOverOut(**dict(e.preferred_over)),
-        )
+        return cls.model_validate(e, from_attributes=True)
 
 
 class AssignmentOut(BaseModel):
@@ -312,15 +305,7 @@ class AssignmentOut(BaseModel):
 
     @classmethod
     def from_domain(cls, a: Assignment) -> AssignmentOut:
-        return cls(
-            workload=a.workload,
-            pool=a.pool,
-            site=a.site,
-            replicas=a.replicas,
-            latency_ms=dict(a.latency_ms),
-            explanation=ExplanationOut.from_domain(a.explanation),
-            latency_slo_margin_ms=dict(a.latency_slo_margin_ms),
-        )
+        return cls.model_validate(a, from_attributes=True)
 
 
 class NodeOut(BaseModel):
@@ -330,7 +315,7 @@ class NodeOut(BaseModel):
 
     @classmethod
     def from_domain(cls, n: NodeAllocation) -> NodeOut:
-        return cls(pool=n.pool, count=n.count, cost_per_hour=n.cost_per_hour)
+        return cls.model_validate(n, from_attributes=True)
 
 
 class NodeReplicasOut(BaseModel):
@@ -434,15 +419,7 @@ class BudgetOut(BaseModel):
 
     @classmethod
     def from_domain(cls, b: BudgetFigure) -> BudgetOut:
-        return cls(
-            team=b.team,
-            monthly_usd=b.monthly_usd,
-            used=b.used,
-            this_placement=b.this_placement,
-            projected=b.projected,
-            remaining=b.remaining,
-            over=b.over,
-        )
+        return cls.model_validate(b, from_attributes=True)
 
 
 class PlacementOut(BaseModel):

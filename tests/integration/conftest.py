@@ -6,7 +6,8 @@ database with the catalog loaded. It runs on SQLite, and also on PostgreSQL
 
 * it is marked `@pytest.mark.both_backends` (the curated service subset: API,
   tenancy, budgets, idempotency, jobs, usage, dispatch outbox), or
-* pytest runs with `--postgres` (every database-facing integration test).
+* pytest runs with `--postgres` (every database-facing integration test; a module that
+  shares one seeded database takes `module_db_url` and runs once per backend).
 
 Each PostgreSQL test gets its own database, cloned (`CREATE DATABASE … TEMPLATE`,
 ~0.8 s) from one template per session, and dropped afterwards. The template is built
@@ -36,6 +37,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "module_db_backend" in metafunc.fixturenames and metafunc.config.getoption("--postgres", False):
+        metafunc.parametrize(
+            "module_db_backend",
+            [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)],
+            indirect=True,
+            scope="module",
+        )
     if "db_backend" not in metafunc.fixturenames:
         return
     if any(m.name == "parametrize" and "db_backend" in str(m.args[0]) for m in metafunc.definition.iter_markers()):
@@ -120,6 +128,21 @@ def fresh_database(backend: str, request: pytest.FixtureRequest, tmp_dir: Path) 
 def db_url(db_backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database (catalog loaded) for a test that writes, on the test's backend."""
     with fresh_database(db_backend, request, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_db_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="module")
+def module_db_url(
+    module_db_backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One database (catalog loaded) that a module's tests share, seeded once: SQLite, and with
+    `--postgres` PostgreSQL as well (the module runs once per backend)."""
+    with fresh_database(module_db_backend, request, tmp_path_factory.mktemp("module-db")) as url:
         yield url
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,15 +46,8 @@ def _store(broker: Broker, doc: dict[str, Any], *, tenant: str, days_ago: float)
 
 
 @pytest.fixture(scope="module")
-def fin_db(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = tmp_path_factory.mktemp("finops") / "broker.db"
-    shutil.copy(template_db, path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture(scope="module")
-def fin_broker(fin_db: str) -> Broker:
-    return Broker.open(Settings(database_url=fin_db))
+def fin_broker(module_db_url: str) -> Broker:
+    return Broker.open(Settings(database_url=module_db_url))
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +167,10 @@ def test_focus_export_rejects_a_window_over_a_year(client: TestClient, ledger: d
     assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["query", "from"]
 
 
-def test_cli_export_focus(ledger: dict[str, Any], fin_db: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("BROKER_DATABASE_URL", fin_db)
+def test_cli_export_focus(
+    ledger: dict[str, Any], module_db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
     runner = CliRunner()
     w = _window(7)
     r = runner.invoke(cli, ["export", "focus", "--from", w["from"], "--to", w["to"]])

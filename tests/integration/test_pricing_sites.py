@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,12 +28,10 @@ def _workload(**kw):
 
 
 @pytest.fixture(scope="module")
-def imported(template_db, tmp_path_factory) -> Iterator[tuple[str, str, TestClient]]:
+def imported(module_db_url: str) -> Iterator[tuple[str, str, TestClient]]:
     """One database with the sites imported through the CLI, shared by the placement tests:
     every import bumps the catalog version, and rebuilding the in-memory catalog costs seconds."""
-    path = tmp_path_factory.mktemp("sites") / "broker.db"
-    shutil.copy(template_db, path)
-    url = f"sqlite:///{path}"
+    url = module_db_url
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BROKER_DATABASE_URL", url)
         result = CliRunner().invoke(cli, ["sites", "import", str(SITES)])

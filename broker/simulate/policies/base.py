@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
-from broker.simulate.cluster import GONE, Cluster
+from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.events import Event, Scenario
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
@@ -123,6 +123,18 @@ def schedule(
         c.bind(r, best)
         free[:, best] -= need
     return np.array(left, dtype=np.int64)
+
+
+def schedule_pending(c: Cluster, req: Requests, pool_ok: BoolArray) -> IntArray:
+    """The pending replicas, longest waiting first, bound to ready nodes, then to the nodes still
+    starting (an autoscaler counts on them); returns those left, which need new nodes."""
+    pending = c.pending()
+    if len(pending) == 0:
+        return pending
+    pending = pending[np.argsort(c.rep_pending_s[pending], kind="stable")]
+    ready = c.node_state[: c.n_nodes] == READY
+    left = schedule(c, pending, req, pool_ok, nodes_ok=ready)
+    return schedule(c, left, req, pool_ok)
 
 
 def first_fit_decreasing(sizes: FloatArray, capacity: FloatArray) -> tuple[IntArray, int]:

@@ -26,7 +26,7 @@ from broker.core.pooltable import BoolArray, IntArray, PoolTable
 from broker.simulate.cluster import READY, STARTING, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import ONDEMAND, SPOT, Market
-from broker.simulate.policies.base import EPS, Requests, SimContext, StepView, plan_moves, schedule
+from broker.simulate.policies.base import EPS, Requests, SimContext, StepView, plan_moves, schedule_pending
 
 MAX_PODS = 110  # kubelet's default maxPods
 # the getting-started NodePool: instance categories c, m, r of generation 3 and newer (AWS names)
@@ -75,14 +75,9 @@ class KarpenterLike:
         pass
 
     def decide(self, c: Cluster, view: StepView) -> None:
-        pending = c.pending()
-        if len(pending):
-            pending = pending[np.argsort(c.rep_pending_s[pending], kind="stable")]
-            ready = c.node_state[: c.n_nodes] == READY
-            left = schedule(c, pending, self.req, self.pool_ok, nodes_ok=ready)
-            left = schedule(c, left, self.req, self.pool_ok)
-            if len(left) and self.site not in c.down:
-                self._provision(c, left)
+        left = schedule_pending(c, self.req, self.pool_ok)
+        if len(left) and self.site not in c.down:
+            self._provision(c, left)
         if self.site not in c.down:
             self._consolidate(c)
 

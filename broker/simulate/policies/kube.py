@@ -20,7 +20,14 @@ from broker.errors import InvalidRequest
 from broker.simulate.cluster import READY, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
-from broker.simulate.policies.base import Requests, SimContext, StepView, first_fit_decreasing, plan_moves, schedule
+from broker.simulate.policies.base import (
+    Requests,
+    SimContext,
+    StepView,
+    first_fit_decreasing,
+    plan_moves,
+    schedule_pending,
+)
 
 SCALE_DOWN_DELAY_AFTER_ADD_S = 600.0
 
@@ -51,14 +58,9 @@ class KubeDefault:
         pass
 
     def decide(self, c: Cluster, view: StepView) -> None:
-        pending = c.pending()
-        if len(pending):
-            pending = pending[np.argsort(c.rep_pending_s[pending], kind="stable")]
-            ready = c.node_state[: c.n_nodes] == READY
-            left = schedule(c, pending, self.req, self.pool_ok, nodes_ok=ready)
-            left = schedule(c, left, self.req, self.pool_ok)  # the upcoming nodes CA counts on
-            if len(left):
-                self._scale_up(c, left)
+        left = schedule_pending(c, self.req, self.pool_ok)
+        if len(left):
+            self._scale_up(c, left)
         self._scale_down(c)
 
     def _scale_up(self, c: Cluster, pending: np.ndarray) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pricing import build_snapshot as bs
 from pricing import snapshot
+from pricing.snapshot_build import pools as bs
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared reference data not available")
@@ -210,3 +210,20 @@ def test_no_tpu_rows() -> None:
     p = snapshot.read_pools()
     assert not p["instance_type"].astype(str).str.startswith("tpu").any()
     assert not p["instance_type"].astype(str).eq("").any()
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "want"),
+    [
+        ("a2-highgpu-4g", ("A100", 4)),
+        ("a2-megagpu-16g", ("A100", 16)),
+        ("a2-ultragpu-2g", ("A100-80GB", 2)),
+        ("a3-highgpu-8g", ("H100", 8)),
+        ("a3-megagpu-8g", ("H100-MEGA", 8)),
+        ("g2-standard-48", ("L4", 4)),
+        ("g2-standard-2", None),
+        ("n2-standard-8", None),
+    ],
+)
+def test_gcp_host_only_accelerators(instance_type: str, want: tuple[str, int] | None) -> None:
+    assert bs.gcp_accelerator_for(instance_type) == want
