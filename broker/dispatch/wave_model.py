@@ -49,13 +49,7 @@ def build(
     max_unavailable: Mapping[str, int],
     failed: Collection[str],
 ) -> Model:
-    live_down = {s.workload for s in steps if s.action == "scale_down" and not failed_down(s, failed)}
-    # timed nodes: failed-site removals go last (outside the model); pointless traffic shifts go
-    kept = [
-        i
-        for i, s in enumerate(steps)
-        if not failed_down(s, failed) and (s.action != "shift_traffic" or s.workload in live_down)
-    ]
+    kept = [i for i, s in enumerate(steps) if not failed_down(s, failed)]  # failed-site removals go last
     m = Model(
         dur=[dur[i] for i in kept],
         demand=[

@@ -9,8 +9,8 @@ makespan (the time until the new placement is fully in force). The model:
 - a `scale_down` step runs for `drain_s` (the pod's termination grace period); at a failed
   site it takes no time, needs no budget and runs last (those replicas are gone already);
 - the `shift_traffic` steps of a workload run one after the other, `traffic_step_s` each,
-  after all its scale-ups and before its scale-downs; a workload whose old replicas are all
-  at failed sites has no traffic left to shift and skips them;
+  after all its scale-ups and before its scale-downs; for a workload whose old replicas are
+  all at failed sites they take no time (no traffic left to watch move);
 - make before break: a workload's old replicas stop only after all its new replicas run, and
   (the planner's documented order) no old replica stops before every new one runs;
 - dependency order: a workload starts changing once what it depends on has its new replicas
@@ -95,12 +95,13 @@ class Schedule:
 
 
 def durations(steps: Sequence[Step], timing: Timing, failed: Collection[str]) -> list[int]:
+    live = {s.workload for s in steps if s.action == "scale_down" and not wave_model.failed_down(s, failed)}
     out = []
     for s in steps:
         if s.action == "scale_up":
             out.append(timing.startup(s.site or ""))
-        elif s.action == "shift_traffic":
-            out.append(timing.traffic_step_s)
+        elif s.action == "shift_traffic":  # no old replica left alive: no traffic to watch move
+            out.append(timing.traffic_step_s if s.workload in live else 0)
         else:
             out.append(0 if wave_model.failed_down(s, failed) else timing.drain_s)
     return out

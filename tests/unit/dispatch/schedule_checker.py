@@ -31,11 +31,11 @@ def _per_workload(counts: Mapping[tuple[str, str], int]) -> dict[str, int]:
     return out
 
 
-def _expected_length(s: Step, failed: Collection[str]) -> int:
+def _expected_length(s: Step, failed: Collection[str], live: set[str]) -> int:
     if s.action == "scale_up":
         return int(NODE_STARTUP_S.get((s.site or "").split(":")[0], 240))
     if s.action == "shift_traffic":
-        return TRAFFIC_S
+        return TRAFFIC_S if s.workload in live else 0
     return 0 if s.site in failed else DRAIN_S
 
 
@@ -66,9 +66,10 @@ def check_schedule(
             counts[(s.workload, s.pool)] = s.to_replicas
     assert {k: v for k, v in counts.items() if v} == _counts(new)
     # times: every step timed, as long as the model says, in start order, waves = start times
+    live = {s.workload for s in steps if s.action == "scale_down" and s.site not in failed}
     for s in steps:
         assert s.start_s is not None and s.end_s is not None and s.start_s >= 0
-        assert s.end_s - s.start_s == _expected_length(s, failed), s
+        assert s.end_s - s.start_s == _expected_length(s, failed, live), s
     assert [s.index for s in steps] == list(range(1, len(steps) + 1))
     assert [s.start_s for s in steps] == sorted(s.start_s or 0 for s in steps)
     wave_start: dict[int, int] = {}
