@@ -8,7 +8,19 @@ moves about half of every workload to other sites, and times:
     manifests_ms <replicas>        Deployments for every assignment
     validate_ms <manifests>        strict Kubernetes schema validation of all of them
 
-    python bench/migration.py [--workloads 12] [--replicas 20] [--budget 10]
+and the wave schedule (issue 24 item 4), each workload capped at --max-unavailable replicas
+starting or stopping at once, the plan at --budget:
+
+    migration_makespan_s <replicas> <planner> <s>      advisory: today's waves one after the other
+                                                       (it knows only --budget); advisory_capped: the
+                                                       same with the cap as its budget (the fallback);
+                                                       scheduled: CP-SAT (or the list schedule)
+    migration_makespan_lower_bound_s <replicas> <s>
+    migration_schedule_ms <replicas> <ms>, migration_schedule_engine <replicas> <engine> <status>
+    migration_max_unavailable <replicas> <planner> <peak> cap <n> <ok|over>
+
+    python bench/migration.py [--workloads 12] [--replicas 20] [--budget 10] [--max-unavailable 4]
+    python bench/migration.py --workloads 100    # the 2,000-replica case
 """
 
 from __future__ import annotations
@@ -24,8 +36,9 @@ import pandas as pd
 from broker.core.domain import Assignment, Baseline, Explanation, PlacementResult
 from broker.core.placement import Placement
 from broker.dispatch.manifests import Target, build_bundles, total_replicas
-from broker.dispatch.migration import Slot, plan_migration, state_after
+from broker.dispatch.migration import MigrationPlan, Slot, Step, plan_migration, state_after
 from broker.dispatch.schema import problems
+from broker.dispatch.wave_schedule import Timing, advisory_times, durations
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "pricing" / "snapshot" / "pools.csv.gz"
 
@@ -58,13 +71,17 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=20)
     ap.add_argument("--budget", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--max-unavailable", type=int, default=4)
+    ap.add_argument("--time-limit", type=float, default=1.0, help="CP-SAT's time box, seconds")
     args = ap.parse_args()
     old, new = placements(args.workloads, args.replicas, args.seed)
     n = sum(s.replicas for s in old)
     deps = {f"svc-{w:02d}": [f"svc-{w + 1:02d}"] for w in range(args.workloads - 1)}  # a call chain
 
     t = time.perf_counter()
-    plan = plan_migration(old, new, depends_on=deps, disruption_budget=args.budget, cost_per_moved_replica=0.05)
+    plan = plan_migration(
+        old, new, depends_on=deps, disruption_budget=args.budget, cost_per_moved_replica=0.05, schedule="none"
+    )
     plan_ms = (time.perf_counter() - t) * 1000
     assert sorted((s.workload, s.pool, s.replicas) for s in state_after(old, plan.steps, len(plan.steps))) == sorted(
         (s.workload, s.pool, s.replicas) for s in new
@@ -73,6 +90,7 @@ def main() -> None:
     print(f"migration_steps {n} {len(plan.steps)}")
     print(f"migration_waves {n} {plan.waves}")
     print(f"migration_moved_replicas {n} {plan.moved_replicas}")
+    schedules(old, new, deps, plan, n, args)
 
     request = {"workloads": [{"name": f"svc-{w:02d}", "cpu": 1, "memory_gib": 2} for w in range(args.workloads)]}
     assignments = tuple(Assignment(s.workload, s.pool, s.site, s.replicas, {}, Explanation(0.0, (), None)) for s in new)
@@ -88,6 +106,48 @@ def main() -> None:
     bad = [p for m in manifests for p in problems(m)]
     print(f"validate_ms {len(manifests)} {(time.perf_counter() - t) * 1000:.1f}")
     assert not bad, bad[:3]
+
+
+def peak_in_transition(steps: list[Step], times: list[tuple[int, int]]) -> dict[str, int]:
+    """Per workload, the most replicas starting or stopping at one moment."""
+    peak: dict[str, int] = {}
+    for t in sorted({a for a, _ in times}):
+        now: dict[str, int] = {}
+        for s, (a, b) in zip(steps, times, strict=True):
+            if a <= t < b and s.action != "shift_traffic":
+                now[s.workload] = now.get(s.workload, 0) + abs(s.to_replicas - s.from_replicas)
+        for w, k in now.items():
+            peak[w] = max(peak.get(w, 0), k)
+    return peak
+
+
+def schedules(
+    old: list[Slot], new: list[Slot], deps: dict[str, list[str]], advisory: MigrationPlan, n: int, args: Any
+) -> None:
+    cap = args.max_unavailable
+    caps = {s.workload: cap for s in (*old, *new)}
+    steps = list(advisory.steps)
+    times = advisory_times(steps, durations(steps, Timing(), ()))
+    rows = [("advisory", max(b for _, b in times), peak_in_transition(steps, times))]
+    for engine, name in (("advisory", "advisory_capped"), ("cp-sat", "scheduled")):
+        t = time.perf_counter()
+        plan = plan_migration(
+            old, new, depends_on=deps, disruption_budget=args.budget, max_unavailable=caps,
+            schedule=engine, schedule_time_limit_s=args.time_limit, with_rollback=False,
+        )  # fmt: skip
+        ms = (time.perf_counter() - t) * 1000
+        assert plan.schedule is not None
+        timed = [(s.start_s or 0, s.end_s or 0) for s in plan.steps]
+        rows.append((name, plan.schedule.makespan_s, peak_in_transition(list(plan.steps), timed)))
+        if engine == "cp-sat":
+            print(f"migration_makespan_lower_bound_s {n} {plan.schedule.lower_bound_s}")
+            print(f"migration_schedule_ms {n} {ms:.0f}")
+            print(f"migration_schedule_engine {n} {plan.schedule.engine} {plan.schedule.status.replace(' ', '_')}")
+    for name, makespan, _ in rows:
+        print(f"migration_makespan_s {n} {name} {makespan}")
+    for name, _, peak in rows:
+        worst = max(peak.values(), default=0)
+        print(f"migration_max_unavailable {n} {name} {worst} cap {cap} {'ok' if worst <= cap else 'over'}")
 
 
 def request_names(request: dict[str, Any]) -> list[str]:

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     dispatch_timeout_s: float = 10.0
     dispatch_retries: int = 3
     dispatch_ready_wait_s: float = 0.0  # > 0: poll ready replicas up to this long after applying
+    # a migration's wave waits for its new replicas to be ready before the next one starts
+    # (docs/dispatch.md); the slowest documented node start-up (private, 600 s) with margin
+    dispatch_wave_ready_wait_s: float = 900.0
     # who may touch what on the server (docs/dispatch.md "Credentials and isolation", docs/operations.md)
     data_dir: str = ""  # tenants' GitOps clones live under <data_dir>/workspaces; default: the user data dir
     # Fernet keys (comma separated, newest first) that encrypt stored cluster credentials; unset: refused

@@ -158,7 +158,12 @@ def replan_placement(
     placement_id: str, broker: BrokerDep, tenant: TenantDep, body: Annotated[ReplanIn | None, Body()] = None
 ) -> dict[str, Any]:
     """Re-solve a stored placement against today's prices and capacity (optionally without failed
-    sites or with new replica counts); answers the decision, the costs and the migration plan."""
+    sites or with new replica counts); answers the decision, the costs and the migration plan.
+
+    Extension: the plan's steps carry `start_s`/`end_s` (seconds from the start), the plan its
+    `makespan_s` and a `schedule` (engine, status, lower bound, each wave's start and end, each
+    workload's `max_unavailable`): waves scheduled under node start-up times, dependency order,
+    make before break and the disruption budgets (docs/dispatch.md)."""
     return ReplanService(broker).replan(placement_id, body or ReplanIn(), tenant=tenant)
 
 

@@ -50,7 +50,8 @@ class OutboxRow(Base):
     """One cluster's share of a dispatch: the exact manifests to apply, applied at least once."""
 
     __tablename__ = "dispatch_outbox"
-    __table_args__ = (UniqueConstraint("dispatch_id", "cluster", name="uq_outbox_dispatch_cluster"),)
+    # one row per cluster and migration wave (a cluster may change in several waves)
+    __table_args__ = (UniqueConstraint("dispatch_id", "seq", name="uq_outbox_dispatch_seq"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dispatch_id: Mapped[str] = mapped_column(ForeignKey("dispatches.id", ondelete="CASCADE"), index=True)
     seq: Mapped[int] = mapped_column(Integer)

@@ -59,7 +59,13 @@ class ReplanIn(Strict):
     replicas: dict[str, Annotated[int, Field(ge=1, le=100_000)]] = Field(
         default_factory=dict, description="new replica counts per workload (demand change)"
     )
-    disruption_budget: int = Field(10, ge=1, le=100_000)
+    disruption_budget: int = Field(
+        10,
+        ge=1,
+        le=100_000,
+        description="at most this many replicas starting or stopping at once over the whole migration; "
+        "also each workload's max_unavailable unless its request sets one",
+    )
     migration_cost_per_replica: float = Field(0.05, ge=0, description="USD per replica moved")
     traffic_steps: list[Annotated[int, Field(ge=1, le=100)]] = Field(default_factory=lambda: [10, 50, 100])
     dry_run: bool = False

@@ -109,7 +109,8 @@ class KubernetesDispatcher:
             self.sleep(self.backoff_s * (2**attempt))
             attempt += 1
 
-    def apply(self, cluster: Cluster, bundle: ClusterBundle) -> dict[str, Any]:
+    def apply(self, cluster: Cluster, bundle: ClusterBundle, *, ready_wait_s: float | None = None) -> dict[str, Any]:
+        """`ready_wait_s` overrides the dispatcher's wait for ready replicas (a migration's waves)."""
         from kubernetes import client
 
         api = self._api_client(cluster)
@@ -138,7 +139,8 @@ class KubernetesDispatcher:
                 )
                 applied.append(name)
             scaled_down = self._scale_down_leavers(cluster.name, apps, bundle, set(applied))
-            ready = self._ready(cluster.name, apps, bundle)
+            wait = self.ready_wait_s if ready_wait_s is None else ready_wait_s
+            ready = self._ready(cluster.name, apps, bundle, wait)
         finally:
             api.close()
         return {
@@ -189,9 +191,9 @@ class KubernetesDispatcher:
                 out.append(name)
         return out
 
-    def _ready(self, cluster: str, apps: Any, bundle: ClusterBundle) -> dict[str, int]:
-        """Read back ready replicas, polling up to ready_wait_s for them to reach the plan."""
-        deadline = time.monotonic() + self.ready_wait_s
+    def _ready(self, cluster: str, apps: Any, bundle: ClusterBundle, wait_s: float) -> dict[str, int]:
+        """Read back ready replicas, polling up to wait_s for them to reach the plan."""
+        deadline = time.monotonic() + wait_s
         want = bundle.replicas()
         while True:
             ready: dict[str, int] = {}

@@ -10,17 +10,24 @@ Order of a migration:
 No wave starts or stops more than `disruption_budget` replicas. The rollback of
 a plan, or of a plan interrupted after any step, is itself a plan computed the
 same way from the state reached back to the old placement.
+
+The forward plan is then scheduled (`wave_schedule.py`): every step gets a start and an end in
+seconds, under each workload's `max_unavailable` too, minimising the time until the new
+placement is in force; steps that start together form a wave.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from broker.core.domain import Assignment
+from broker.dispatch.wave_schedule import Schedule, Timing, schedule_steps
 
 Action = Literal["scale_up", "shift_traffic", "scale_down"]
+Scheduler = Literal["cp-sat", "advisory", "none"]
 Key = tuple[str, str]  # (workload, pool)
 
 
@@ -43,8 +50,11 @@ class Step:
     from_replicas: int = 0
     to_replicas: int = 0
     traffic_pct: int | None = None  # share of the workload's traffic sent to its new pools
+    start_s: int | None = None  # seconds from the start of the migration (scheduled plans only)
+    end_s: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        timing = {} if self.start_s is None else {"start_s": self.start_s, "end_s": self.end_s}
         return {
             "index": self.index,
             "wave": self.wave,
@@ -55,6 +65,7 @@ class Step:
             "from_replicas": self.from_replicas,
             "to_replicas": self.to_replicas,
             "traffic_pct": self.traffic_pct,
+            **timing,
         }
 
 
@@ -68,10 +79,15 @@ class MigrationPlan:
     migration_cost: float
     disruption_budget: int
     rollback: tuple[Step, ...] = field(default=())
+    schedule: Schedule | None = None
 
     @property
     def waves(self) -> int:
         return max((s.wave for s in self.steps), default=0)
+
+    @property
+    def makespan_s(self) -> int | None:
+        return None if self.schedule is None else self.schedule.makespan_s
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +100,11 @@ class MigrationPlan:
             "waves": self.waves,
             "steps": [s.to_json() for s in self.steps],
             "rollback": [s.to_json() for s in self.rollback],
+            **(
+                {}
+                if self.schedule is None
+                else {"makespan_s": self.schedule.makespan_s, "schedule": self.schedule.to_json(self.steps)}
+            ),
         }
 
 
@@ -207,10 +228,24 @@ def plan_migration(
     traffic_steps: Sequence[int] = (10, 50, 100),
     cost_per_moved_replica: float = 0.0,
     with_rollback: bool = True,
+    max_unavailable: Mapping[str, int] | None = None,
+    failed_sites: Collection[str] = (),
+    timing: Timing | None = None,
+    schedule: Scheduler = "cp-sat",
+    schedule_time_limit_s: float = 1.0,
 ) -> MigrationPlan:
-    """The ordered, budgeted steps from `old` to `new`, and the rollback from `new` back to `old`."""
+    """The ordered, budgeted steps from `old` to `new`, scheduled, and the rollback from `new` back to `old`.
+
+    `max_unavailable` caps each workload's replicas in transition (default: `disruption_budget`);
+    replicas at `failed_sites` are gone already. `schedule`: "cp-sat" (times from CP-SAT, the
+    advisory times when it finds nothing better), "advisory" (the waves one after the other) or
+    "none" (steps only, as before scheduling existed).
+    """
     if disruption_budget < 1:
         raise ValueError("disruption_budget must be at least 1")
+    limits = {w: n for w, n in (max_unavailable or {}).items()}
+    if any(n < 1 for n in limits.values()):
+        raise ValueError("max_unavailable must be at least 1")
     if list(traffic_steps) != sorted(set(traffic_steps)) or not traffic_steps or traffic_steps[-1] != 100:
         raise ValueError("traffic_steps must rise strictly and end at 100")
     o, sites_o = _totals(old)
@@ -218,7 +253,26 @@ def plan_migration(
     sites = {**sites_o, **sites_n}
     deps = depends_on or {}
     order = dependency_order({k[0] for k in (*o, *n)}, deps)
-    steps = _steps(o, n, sites, order, disruption_budget, traffic_steps)
+    changing = {k[0] for k in set(o) | set(n) if o.get(k, 0) != n.get(k, 0)}
+    # the listed waves respect every workload's cap, so timed one after the other they are a
+    # valid schedule: the fallback and CP-SAT's first solution
+    step_budget = disruption_budget
+    if schedule != "none":
+        step_budget = min([disruption_budget, *(limits[w] for w in changing if w in limits)])
+    steps = _steps(o, n, sites, order, step_budget, traffic_steps)
+    timed: Schedule | None = None
+    if schedule != "none":
+        steps, timed = schedule_steps(
+            steps,
+            order=order,
+            depends_on=deps,
+            disruption_budget=disruption_budget,
+            max_unavailable={w: limits.get(w, disruption_budget) for w in sorted(changing)},
+            failed_sites=failed_sites,
+            timing=timing,
+            time_limit_s=schedule_time_limit_s,
+            engine=schedule,
+        )
     moved = added = removed = 0
     for w in order:
         up = sum(max(0, n.get(k, 0) - o.get(k, 0)) for k in set(o) | set(n) if k[0] == w)
@@ -238,6 +292,7 @@ def plan_migration(
         migration_cost=moved * cost_per_moved_replica,
         disruption_budget=disruption_budget,
         rollback=rollback,
+        schedule=timed,
     )
 
 
@@ -259,9 +314,12 @@ def rollback_after(
     *,
     depends_on: Mapping[str, Sequence[str]] | None = None,
     traffic_steps: Sequence[int] = (10, 50, 100),
+    schedule: Scheduler = "cp-sat",
 ) -> MigrationPlan:
     """The plan back to `old` from wherever a migration stopped (after `done` steps)."""
     reached = state_after(old, plan.steps, done)
+    limits = plan.schedule.max_unavailable if plan.schedule is not None else None
+    timing = plan.schedule.timing if plan.schedule is not None else None
     return plan_migration(
         reached,
         old,
@@ -269,4 +327,16 @@ def rollback_after(
         disruption_budget=plan.disruption_budget,
         traffic_steps=traffic_steps,
         with_rollback=False,
+        max_unavailable=limits,
+        timing=timing,
+        schedule=schedule,
     )
+
+
+def resolve_max_unavailable(value: int | str | None, replicas: int, default: int) -> int:
+    """A workload's `max_unavailable`: a count, or "N%" of its replicas rounded up (at least 1)."""
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return max(1, math.ceil(replicas * int(value.rstrip("%")) / 100))
+    return int(value)

@@ -12,7 +12,10 @@ interrupted is applied again, which is safe because every apply is idempotent
 
 Clusters that gain replicas are applied first and clusters that only lose
 replicas last, and the run stops at the first failure: a dispatch that cannot
-start new replicas never removes old ones.
+start new replicas never removes old ones. A placement that follows another one
+of the app is applied in the migration plan's scheduled waves (`wave_bundles.py`):
+rows of wave k+1 after wave k's, a wave's Kubernetes rows done only once their
+replicas are ready.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sqlalchemy.exc import IntegrityError
 
 from broker.app import Broker, new_placement_id
 from broker.core.placement import Placement
-from broker.db.dispatch_models import DispatchRow, OutboxRow
+from broker.db.dispatch_models import DispatchRow, OutboxRow, ReplanRow
 from broker.db.session import transaction
 from broker.dispatch.base import ApplyFailed, Dispatcher
 from broker.dispatch.clusters import GITOPS, KUBERNETES, Cluster, list_clusters
@@ -36,8 +39,10 @@ from broker.dispatch.documents import DispatchIn
 from broker.dispatch.gitops import GitOpsDispatcher
 from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle, Target, build_bundles, dns_label, total_replicas
+from broker.dispatch.migration import MigrationPlan, plan_migration, resolve_max_unavailable, slots_from_assignments
 from broker.dispatch.policy import TargetPolicy
 from broker.dispatch.schema import check_bundles
+from broker.dispatch.wave_bundles import intermediate_waves
 from broker.errors import NotFound
 from broker.placements.store import PlacementStore
 
@@ -79,6 +84,13 @@ class DispatchService:
         return self._plan(placement_id, doc, tenant)[0]
 
     def _plan(self, placement_id: str, doc: DispatchIn, tenant: str) -> tuple[list[ClusterBundle], str]:
+        bundles, previous, _ = self._plan_waves(placement_id, doc, tenant)
+        return bundles, previous
+
+    def _plan_waves(
+        self, placement_id: str, doc: DispatchIn, tenant: str
+    ) -> tuple[list[ClusterBundle], str, list[list[ClusterBundle]]]:
+        """The final bundles, the previous dispatch of the app, and the migration's waves before the last."""
         placement = self._placement(placement_id, tenant)
         clusters = {c.name: c for c in list_clusters(self.broker.sessions, tenant=tenant)}
         targets: dict[str, list[Target]] = {}
@@ -87,10 +99,57 @@ class DispatchService:
         table = self.broker.catalog().table
         pools = {a.pool for a in placement.result.assignments}
         pool_arch = {p: table.pools[table.pool_index[p]].arch.value for p in pools if p in table.pool_index}
-        bundles = build_bundles(placement, targets, pool_arch=pool_arch, templates=doc.templates, images=doc.images)
+        render: dict[str, Any] = {"templates": doc.templates, "images": doc.images}
+        bundles = build_bundles(placement, targets, pool_arch=pool_arch, **render)
         check_bundles(bundles)
         leavers, previous = self._leavers(placement, bundles, clusters, tenant)
-        return bundles + leavers, previous
+        waves: list[list[ClusterBundle]] = []
+        before = self._previous_placement(previous, tenant)
+        if before is not None:
+            old_pools = {a.pool for a in before.result.assignments}
+            pool_arch.update(
+                {p: table.pools[table.pool_index[p]].arch.value for p in old_pools if p in table.pool_index}
+            )
+            plan = self._migration(before, placement)
+            waves = intermediate_waves(before, placement, plan, targets, pool_arch=pool_arch, **render)
+            for wave in waves:
+                check_bundles(wave)
+        return bundles + leavers, previous, waves
+
+    def _previous_placement(self, dispatch_id: str, tenant: str) -> Placement | None:
+        if not dispatch_id:
+            return None
+        with self.broker.sessions() as s:
+            pid = s.scalar(select(DispatchRow.placement_id).where(DispatchRow.id == dispatch_id))
+        try:
+            return self._placement(str(pid), tenant) if pid else None
+        except NotFound:  # the previous placement is gone: apply the target state at once
+            return None
+
+    def _migration(self, old: Placement, new: Placement) -> MigrationPlan:
+        """The migration plan the replan showed (its budget and failed sites), or one with defaults."""
+        with self.broker.sessions() as s:
+            replan = s.scalars(
+                select(ReplanRow)
+                .where(ReplanRow.from_placement == old.id, ReplanRow.to_placement == new.id)
+                .order_by(ReplanRow.created_at.desc())
+                .limit(1)
+            ).first()
+            shown = dict(replan.document) if replan is not None else {}
+        budget = int(shown.get("migration", {}).get("disruption_budget", 10))
+        workloads = new.request.get("workloads", [])
+        return plan_migration(
+            slots_from_assignments(old.result.assignments),
+            slots_from_assignments(new.result.assignments),
+            depends_on={w["name"]: [d["workload"] for d in w.get("depends_on", [])] for w in workloads},
+            disruption_budget=budget,
+            max_unavailable={
+                w["name"]: resolve_max_unavailable(w.get("max_unavailable"), int(w["replicas"]), budget)
+                for w in workloads
+            },
+            failed_sites=shown.get("excluded_sites", ()),
+            with_rollback=False,
+        )
 
     def _leavers(
         self, placement: Placement, bundles: list[ClusterBundle], clusters: Mapping[str, Cluster], tenant: str
@@ -123,26 +182,43 @@ class DispatchService:
     # ---- dispatching ------------------------------------------------------------------
 
     def dispatch(self, placement_id: str, doc: DispatchIn, *, tenant: str = "default") -> dict[str, Any]:
-        bundles, previous = self._plan(placement_id, doc, tenant)
+        bundles, previous, waves = self._plan_waves(placement_id, doc, tenant)
         if doc.dry_run:
-            return {
+            out = {
                 "placement_id": placement_id,
                 "dry_run": True,
                 "state": "planned",
                 "replicas": total_replicas(bundles),
                 "clusters": [b.to_json() for b in bundles],
             }
-        dispatch_id = self._record(placement_id, bundles, tenant, previous)
+            if waves:
+                out["waves"] = [
+                    {"wave": k, "clusters": [b.to_json() for b in wave]} for k, wave in enumerate(waves, start=1)
+                ]
+            return out
+        dispatch_id = self._record(placement_id, bundles, tenant, previous, waves)
         return self.run(dispatch_id)
 
-    def _record(self, placement_id: str, bundles: list[ClusterBundle], tenant: str, previous: str) -> str:
-        fp = fingerprint(bundles, previous)
+    def _record(
+        self,
+        placement_id: str,
+        bundles: list[ClusterBundle],
+        tenant: str,
+        previous: str,
+        waves: list[list[ClusterBundle]] | None = None,
+    ) -> str:
+        waves = waves or []
+        key = previous + "".join(f"|wave:{len(w)}" for w in waves)
+        fp = fingerprint([b for w in waves for b in w] + bundles, key) if waves else fingerprint(bundles, previous)
         existing = self._find(placement_id, fp)
         if existing is not None:
             return existing
         did = "dp_" + new_placement_id()[3:]
-        # clusters that gain replicas first, clusters that only lose replicas last
-        ordered = sorted(bundles, key=lambda b: (not b.manifests, b.cluster))
+        # a migration's waves first, in order, each waiting for its new replicas to be ready;
+        # then clusters that gain replicas, and clusters that only lose replicas last
+        rows = [(b, {"wave": k, "await_ready": True}) for k, wave in enumerate(waves, start=1) for b in wave]
+        last = {"wave": len(waves) + 1} if waves else {}
+        rows += [(b, last) for b in sorted(bundles, key=lambda b: (not b.manifests, b.cluster))]
         try:
             with transaction(self.broker.sessions) as s:
                 s.add(
@@ -158,7 +234,7 @@ class DispatchService:
                     )
                 )
                 s.flush()  # the parent row first: the outbox rows reference it
-                for seq, b in enumerate(ordered):
+                for seq, (b, extra) in enumerate(rows):
                     s.add(
                         OutboxRow(
                             dispatch_id=did,
@@ -166,7 +242,7 @@ class DispatchService:
                             cluster=b.cluster,
                             state=PENDING,
                             attempts=0,
-                            payload=b.to_json(),
+                            payload={**b.to_json(), **extra},
                             updated_at=_now(),
                         )
                     )
@@ -207,7 +283,7 @@ class DispatchService:
                 cluster = clusters.get(cluster_name)
                 if cluster is None:
                     raise ApplyFailed(cluster_name, "is no longer registered")
-                result = self.dispatchers[cluster.kind].apply(cluster, ClusterBundle.from_json(payload))
+                result = self._apply(cluster, payload)
             except ApplyFailed as exc:
                 self._mark(item_id, FAILED, error=exc.detail)
                 self._finish(dispatch_id, FAILED, exc.detail)
@@ -215,6 +291,25 @@ class DispatchService:
             self._mark(item_id, DONE, result=result)
         self._finish(dispatch_id, APPLIED, None)
         return self._document(dispatch_id)
+
+    def _apply(self, cluster: Cluster, payload: dict[str, Any]) -> dict[str, Any]:
+        """Apply one outbox row; a migration wave's row is done only once its replicas are ready."""
+        bundle = ClusterBundle.from_json(payload)
+        dispatcher = self.dispatchers[cluster.kind]
+        if not payload.get("await_ready") or cluster.kind != KUBERNETES:
+            return dispatcher.apply(cluster, bundle)  # a GitOps wave is done once committed (Argo/Flux sync it)
+        wait = self.broker.settings.dispatch_wave_ready_wait_s
+        result = dispatcher.apply(cluster, bundle, ready_wait_s=wait)  # type: ignore[call-arg]
+        ready, want = result.get("ready_replicas") or {}, bundle.replicas()
+        short = {n: f"{ready.get(n, 0)}/{k}" for n, k in want.items() if ready.get(n, 0) < k}
+        if short:
+            raise ApplyFailed(
+                cluster.name,
+                f"wave {payload['wave']}: replicas not ready after {wait:g} s ({short}); "
+                "the next wave waits for them (dispatch again to resume)",
+                retryable=True,
+            )
+        return result
 
     def _mark(
         self, item_id: int, state: str, *, error: str | None = None, result: dict[str, Any] | None = None
@@ -253,7 +348,10 @@ class DispatchService:
             items = s.scalars(
                 select(OutboxRow).where(OutboxRow.dispatch_id == dispatch_id).order_by(OutboxRow.seq)
             ).all()
+            waves = [o for o in items if o.payload.get("await_ready")]
+            items = [o for o in items if not o.payload.get("await_ready")]
             bundles = [ClusterBundle.from_json(o.payload) for o in items]
+            extra = {"waves": _wave_rows(waves)} if waves else {}
             return {
                 "id": d.id,
                 "placement_id": d.placement_id,
@@ -267,14 +365,13 @@ class DispatchService:
                     {
                         "cluster": o.cluster,
                         "namespace": o.payload.get("namespace"),
-                        "state": o.state,
-                        "attempts": o.attempts,
-                        "error": o.error,
+                        **_cluster_state(o, [w for w in waves if w.cluster == o.cluster]),
                         "replicas": b.replicas(),
                         "result": o.result,
                     }
                     for o, b in zip(items, bundles, strict=True)
                 ],
+                **extra,
             }
 
     def get(self, dispatch_id: str, *, tenant: str = "default") -> dict[str, Any]:
@@ -299,3 +396,28 @@ class DispatchService:
         if did is None:
             raise NotFound(f"placement {placement_id!r} has not been dispatched")
         return self._document(did)
+
+
+def _wave_rows(rows: list[OutboxRow]) -> list[dict[str, Any]]:
+    """A migration's waves before the last: each wave's clusters, their state and replicas."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for o in rows:
+        out.setdefault(int(o.payload["wave"]), []).append(
+            {
+                "cluster": o.cluster,
+                "state": o.state,
+                "attempts": o.attempts,
+                "error": o.error,
+                "replicas": ClusterBundle.from_json(o.payload).replicas(),
+            }
+        )
+    return [{"wave": k, "clusters": cs} for k, cs in sorted(out.items())]
+
+
+def _cluster_state(final: OutboxRow, earlier: list[OutboxRow]) -> dict[str, Any]:
+    """A cluster's state over its rows: a wave that failed or is applying speaks for the cluster."""
+    attempts = final.attempts + sum(o.attempts for o in earlier)
+    for o in earlier:
+        if o.state in (FAILED, APPLYING):
+            return {"state": o.state, "attempts": attempts, "error": o.error}
+    return {"state": final.state, "attempts": attempts, "error": final.error}

@@ -23,7 +23,7 @@ from broker.db.session import transaction
 from broker.dispatch.alerts import SITE_DOWN, AlertmanagerWebhook, triggers
 from broker.dispatch.clusters import list_clusters
 from broker.dispatch.documents import ReplanIn
-from broker.dispatch.migration import plan_migration, slots_from_assignments
+from broker.dispatch.migration import plan_migration, resolve_max_unavailable, slots_from_assignments
 from broker.errors import BrokerError, InvalidRequest, NotFound
 from broker.placements.documents import placement_document
 from broker.placements.store import PlacementStore
@@ -100,6 +100,10 @@ class ReplanService:
             {**request, "dry_run": not store_now}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
         )
         deps = {w["name"]: [d["workload"] for d in w.get("depends_on", [])] for w in request["workloads"]}
+        caps = {
+            w["name"]: resolve_max_unavailable(w.get("max_unavailable"), int(w["replicas"]), doc.disruption_budget)
+            for w in request["workloads"]
+        }
         plan = plan_migration(
             slots_from_assignments(old_assignments),
             slots_from_assignments(new.result.assignments),
@@ -107,6 +111,8 @@ class ReplanService:
             disruption_budget=doc.disruption_budget,
             traffic_steps=doc.traffic_steps,
             cost_per_moved_replica=doc.migration_cost_per_replica,
+            max_unavailable=caps,
+            failed_sites=doc.exclude_sites,
         )
         new_cost = new.result.cost_per_hour
         horizon = float(request.get("horizon_hours", 730.0))

@@ -49,6 +49,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9]
 Int = Annotated[int, StrictType()]
 Num = Annotated[float, StrictType()]
 Flag = Annotated[bool, StrictType()]
+Percent = Annotated[str, Field(pattern=r"^([1-9][0-9]?|100)%$")]
 
 
 class Strict(BaseModel):
@@ -160,6 +161,12 @@ class WorkloadIn(Strict):
         description="instance requirements, all must hold (extension; docs/solver.md, Instance requirements)",
     )
     demand: DemandIn | None = None  # size cpu/memory from a usage forecast (docs/forecast.md)
+    # extension (docs/dispatch.md): the migration scheduler's per-workload disruption budget
+    max_unavailable: Annotated[int, StrictType(), Field(ge=1, le=100_000)] | Percent | None = Field(
+        None,
+        description="extension: at most this many of the workload's replicas starting or stopping at once "
+        'during a migration, a count or "N%" of its replicas rounded up (default: the replan\'s disruption_budget)',
+    )
 
     @field_validator("residency")
     @classmethod

@@ -17,6 +17,7 @@ import numpy as np
 
 from broker.core.domain import CapacityType, Site, SiteKind, UserRegion, Workload
 from broker.core.latency import LatencyModel
+from broker.core.node_startup import node_startup_s
 from broker.core.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, FloatArray, PoolTable, build_pool_table
 from broker.errors import InvalidRequest
 from broker.simulate.fleet import FleetIn
@@ -26,10 +27,6 @@ from broker.solver.problem import GIB_IN_GB, STORAGE_TIERS, PlacementProblem
 HOURS_PER_MONTH = 730.0
 SPOT = CAPACITY_TYPES.index(CapacityType.SPOT)
 ONDEMAND = CAPACITY_TYPES.index(CapacityType.ONDEMAND)
-# Seconds from asking for a node to the node running pods (instance boot, kubelet join, image
-# pull), as operators typically measure them; docs/simulate.md gives the sources.
-STARTUP_S = {"aws": 150.0, "gcp": 120.0, "azure": 240.0, "private": 600.0, "edge": 300.0}
-DEFAULT_STARTUP_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -151,7 +148,7 @@ def build_market(fleet: FleetIn, parts: CatalogParts) -> Market:
         internet_egress=internet,
         storage=storage,
         storage_hour=_storage_hour(workloads, storage),
-        startup_s=np.array([STARTUP_S.get(s.provider, DEFAULT_STARTUP_S) for s in sites]),
+        startup_s=np.array([node_startup_s(s.provider) for s in sites]),
         risk_month=_risk(table),
         residency_ok=residency_ok,
         latency_ok=latency_ok,

@@ -56,6 +56,7 @@ class FakeKube:
         self.statefulsets: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[tuple[str, str, dict[str, list[str]], str]] = []  # method, path, query, ctype
         self.fail: list[tuple[str, str, int]] = []  # (method, path substring, status): one-shot faults
+        self.ready_cap: int | None = None  # at most this many ready replicas per Deployment (pods still starting)
         self.rv = 1000
         self.lock = threading.Lock()
 
@@ -81,14 +82,15 @@ class FakeKube:
 
     def deployment_view(self, d: dict[str, Any]) -> dict[str, Any]:
         n = int(d["spec"].get("replicas", 1))
+        ready = n if self.ready_cap is None else min(n, self.ready_cap)
         return {
             **d,
             "status": {
                 "observedGeneration": d["metadata"]["generation"],
                 "replicas": n,
                 "updatedReplicas": n,
-                "readyReplicas": n,
-                "availableReplicas": n,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
                 "conditions": [
                     {
                         "type": "Available",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
 
 from broker.app import Broker
 from broker.core.domain import NodeAllocation
@@ -14,7 +15,7 @@ from broker.db.session import transaction
 from broker.dispatch.documents import ReplanIn
 from broker.dispatch.replan import ReplanService
 from broker.placements.store import PlacementStore
-from tests.integration.dispatch_support import replicas_by_workload, store_checkout, stored_document
+from tests.integration.dispatch_support import EXAMPLES, replicas_by_workload, store_checkout, stored_document
 
 # a valid but dear home for orders-db (2 x 4 vCPU / 16 GiB): one m6i.4xlarge per replica
 DEAR_POOL, DEAR_SITE, DEAR_PRICE = "aws:eu-central-1/m6i.4xlarge/ondemand", "aws:eu-central-1", 0.92
@@ -80,3 +81,32 @@ def test_demand_change_forces_a_move_and_the_plan_scales_up_before_it_scales_dow
     steps = out["migration"]["steps"]
     assert all(abs(s["to_replicas"] - s["from_replicas"]) <= 3 for s in steps)
     assert out["migration"]["added_replicas"] - out["migration"]["removed_replicas"] == 6
+
+
+def test_the_replan_schedules_its_waves_under_each_workloads_max_unavailable(broker: Broker) -> None:
+    doc = yaml.safe_load((EXAMPLES / "checkout.yaml").read_text())
+    doc["dry_run"] = False
+    for w in doc["workloads"]:
+        if w["name"] == "checkout-api":
+            w["max_unavailable"] = 2  # extension: the workload's own disruption budget
+    placement, stored = broker.place(doc)
+    assert stored and placement.request["workloads"][0].get("max_unavailable") in (2, None)
+    out = ReplanService(broker).replan(
+        str(placement.id),
+        ReplanIn(reason="demand", replicas={"checkout-api": 12}, disruption_budget=5, dry_run=True),
+    )
+    plan = out["migration"]
+    schedule = plan["schedule"]
+    assert schedule["max_unavailable"]["checkout-api"] == 2
+    assert plan["makespan_s"] == schedule["makespan_s"] == max(s["end_s"] for s in plan["steps"])
+    assert schedule["makespan_s"] <= schedule["advisory_makespan_s"]
+    # at no moment are more than 2 of checkout-api's replicas starting or stopping
+    moments = {s["start_s"] for s in plan["steps"]}
+    for t in moments:
+        busy = sum(
+            abs(s["to_replicas"] - s["from_replicas"])
+            for s in plan["steps"]
+            if s["workload"] == "checkout-api" and s["start_s"] <= t < s["end_s"]
+        )
+        assert busy <= 2
+    assert [w["start_s"] for w in schedule["waves"]] == sorted({s["start_s"] for s in plan["steps"]})

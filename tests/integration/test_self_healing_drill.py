@@ -101,6 +101,11 @@ def drill(broker: Broker, tmp: Path, *, services: int = 40, disruption_budget: i
         "decision": replan["decision"],
         "moved_replicas": replan["migration"]["moved_replicas"],
         "waves": max((s["wave"] for s in replan["migration"]["steps"]), default=0),
+        # the wave schedule (docs/dispatch.md): its share of plan_s and the time to restore
+        "schedule_ms": replan["migration"]["schedule"]["solve_ms"],
+        "schedule_engine": replan["migration"]["schedule"]["engine"],
+        "makespan_s": replan["migration"]["schedule"]["makespan_s"],
+        "advisory_makespan_s": replan["migration"]["schedule"]["advisory_makespan_s"],
         "replicas_running_elsewhere": sum(ready.values()),
         # every stranded replica is down from the failure until its replacement is applied
         "unavailable_replica_min": stranded * (plan_s + apply_s) / 60.0,
