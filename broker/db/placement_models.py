@@ -337,6 +337,9 @@ class PlacementRow(Base):
     baseline_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
     savings_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     solve_ms: Mapped[int] = mapped_column(Integer)
+    # the solver's time limit and why it stopped; NULL on placements stored before revision 0020
+    time_limit_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stop_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
     egress_cost_per_hour: Mapped[float] = mapped_column(Float)
     storage_cost_per_hour: Mapped[float] = mapped_column(Float)
     latency_quantile: Mapped[str] = mapped_column(String(8))  # p50 | p95: the statistic of the latencies
@@ -391,6 +394,8 @@ class PlacementRow(Base):
             baseline_cost_per_hour=r.baseline.cost_per_hour,
             savings_pct=r.savings_pct,
             solve_ms=r.solve_ms,
+            time_limit_s=r.time_limit_s,
+            stop_reason=r.stop_reason,
             egress_cost_per_hour=r.egress_cost_per_hour,
             storage_cost_per_hour=r.storage_cost_per_hour,
             latency_quantile=p.latency_quantile,
@@ -435,6 +440,8 @@ class PlacementRow(Base):
             warnings=tuple(h.warnings),
             node_assignments=tuple(a for n in pools for a in PlacementPoolRow.node_assignments(n)),
             packing=PackingReport(**h.packing) if h.packing else None,
+            stop_reason=h.stop_reason,
+            time_limit_s=h.time_limit_s,
         )
         prices = None
         if h.catalog_version is not None:

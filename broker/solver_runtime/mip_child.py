@@ -31,7 +31,22 @@ import numpy as np
 from broker.core.pooltable import FloatArray
 from broker.solver.model.mip import Outcome, build, outcome_of
 
-_ENTRY = "import sys; from broker.solver_runtime.mip_child import main; main(sys.argv[1:])"
+# The child needs HiGHS and the model's builder (broker/solver/model/mip.py) only. Importing
+# them through their packages would run `broker.solver`'s and `broker.solver_runtime`'s
+# __init__, which import the whole solver (scipy) and the settings (pydantic): that made a
+# child's start several times slower, and a small request whose final MIP reached
+# `isolate_min_cols` started a child cold and waited for it inside the MIP's time (its MIP then
+# found nothing). So the child registers both packages without running their __init__.
+_ENTRY = """
+import importlib.util, sys, types
+for name in ("broker.solver", "broker.solver_runtime"):
+    spec = importlib.util.find_spec(name)
+    package = types.ModuleType(name)
+    package.__path__ = list(spec.submodule_search_locations)
+    sys.modules[name] = package
+from broker.solver_runtime.mip_child import main
+main(sys.argv[1:])
+"""
 
 
 class ChildProcessMipRunner:
@@ -83,6 +98,7 @@ class ChildProcessMipRunner:
         start = time.monotonic()
         kill_at = start + (time_limit_s + self._grace_s if kill_after_s is None else kill_after_s)
         job = {"model": model, "options": options, "hint": hint, "deadline": start + time_limit_s}
+        bound = -math.inf
         for attempt in range(2):
             child = self.child()
             best: tuple[float, FloatArray] | None = None
@@ -93,18 +109,21 @@ class ChildProcessMipRunner:
                     if msg[0] == "done":
                         _, status, value, bound, x = msg
                         return Outcome(status, value, bound, x)
+                    bound = max(bound, msg[3])  # a dual bound holds whenever HiGHS reports it
                     if best is None or msg[1] < best[0]:
                         best = (msg[1], msg[2])
                 died = False
             except (EOFError, OSError):  # the child died: what it sent stands, or a new one tries
                 died = True
             child.kill()  # dead, or past the limit: only a kill stops HiGHS' cut loop
-            self._local.child = None
+            # its replacement starts now, so its imports overlap the caller's work and the next
+            # MIP (this request's or the next one's) does not wait for them inside its limit
+            self._local.child = _Child(self.idle_exit_s)
             if not (died and best is None and attempt == 0):
                 break
         if best is None:
             return Outcome("unknown", math.inf, -math.inf, np.zeros(0), killed=True)
-        return Outcome("feasible", best[0], -math.inf, best[1], killed=True)
+        return Outcome("feasible", best[0], bound, best[1], killed=True)
 
 
 class _Child:
@@ -154,7 +173,8 @@ def _serve(jobs: Connection, conn: Connection, idle_exit_s: float) -> None:
 
         def improving(e: Any) -> None:
             d = e.data_out
-            conn.send(("better", float(d.objective_function_value), np.array(d.mip_solution, dtype=np.float64)))
+            solution = np.array(d.mip_solution, dtype=np.float64)
+            conn.send(("better", float(d.objective_function_value), solution, float(d.mip_dual_bound)))
 
         h.cbMipImprovingSolution += improving
         if job["hint"] is not None:
