@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -80,11 +81,30 @@ def test_a_kill_at_the_limit_keeps_the_best_solution_reported(runner: ChildProce
     # HiGHS' dual bound when it reported its last solution holds, and comes back with it
     assert math.isfinite(out.bound) and out.bound <= out.value + 1e-9
     # the replacement started with the kill, so the next MIP need not wait for its imports
-    replacement = runner._local.child  # started by the kill, not by asking for one
-    assert replacement is not None and replacement.alive()
+    assert runner.idle() == 1  # started by the kill, not by the next MIP
     again = runner.solve(small, time_limit_s=10, options={}, hint=None)
     assert again.status == "optimal" and not again.killed
-    assert runner.child() is replacement
+
+
+def test_threads_share_idle_children(runner: ChildProcessMipRunner) -> None:
+    """A server's thread pool runs each request on any of its threads: a child one thread used
+    serves the next MIP of another, warm."""
+    small = model_of(_knapsacks(8, 2, seed=5))
+    assert runner.solve(small, time_limit_s=10, options={}, hint=None).status == "optimal"
+    warm = runner.child()
+    runner._give_back(warm)
+    pids: list[int] = []
+
+    def other_thread() -> None:
+        assert runner.solve(small, time_limit_s=10, options={}, hint=None).status == "optimal"
+        child = runner.child()
+        pids.append(child.proc.pid)
+        runner._give_back(child)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert pids == [warm.proc.pid] and runner.idle() == 1
 
 
 def test_a_child_starts_without_importing_the_solver_or_the_settings() -> None:
