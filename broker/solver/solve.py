@@ -75,7 +75,6 @@ def solve(
             "no placement satisfies every hard constraint",
             conflicts=list(dict.fromkeys(prep.conflicts)),
             stop_reason=StopReason.INFEASIBLE.value,
-            solve_ms=_ms_since(started),
         )
     si = search_input(problem, prep, opts)
     # what comes after the search (dealing replicas back, costs, explanations) is part of the
@@ -92,7 +91,6 @@ def solve(
             "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
             conflicts=_capacity_conflicts(problem, prep.workloads, prep.masks_by_w),
             stop_reason=StopReason.INFEASIBLE.value,
-            solve_ms=_ms_since(started),
         )
     unused = max(0.0, remaining - (time.perf_counter() - search_started)) / remaining
     packing_s = min(packing_s, max(0.0, limit - (time.perf_counter() - started) - explain_s))
