@@ -32,6 +32,7 @@ from broker.placements.budgets import Budgets
 from broker.placements.documents import PlacementRequestIn
 from broker.placements.rightsizing import apply_demand
 from broker.placements.store import PlacementStore
+from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.solver_runtime import prepare_process, solver_options
@@ -104,13 +105,17 @@ class Broker:
         tenant: str = "default",
         exclude_sites: Collection[str] = (),
         current: Mapping[str, Mapping[str, int]] | None = None,
+        synchronous: bool = True,
     ) -> tuple[Placement, bool]:
         """Solve a placement request; store it unless it is a dry run. Returns (placement, stored).
 
         `exclude_sites` (failed sites) offer no capacity; `current` (pool -> workload ->
         replicas) is the running placement a replan would rather not move away from.
+        `synchronous`: someone waits for the answer (an HTTP request): the solver's time is
+        capped by `sync_time_limit_s`, else (a job, the CLI) by `async_time_limit_s`.
         """
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
+        time_limit = self.time_budget(req_in, synchronous=synchronous)
         sized_in, rightsizing = apply_demand(UsageStore(self.sessions), req_in, tenant=tenant)
         request = sized_in.to_domain()
         cat = self.catalog()
@@ -128,11 +133,9 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         measured = MeasurementStore(self.sessions).for_tenant(tenant)
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
-        result = solve(
-            problem,
-            time_limit_s=min(request.time_limit_s, self.settings.solve_time_limit_s),
-            options=solver_options(self.settings),
-        )
+        result = solve(problem, time_limit_s=time_limit.seconds, options=solver_options(self.settings))
+        if (capped := time_limit.warning(TimeCaps.of(self.settings).async_s)) is not None:
+            result = replace(result, warnings=(*result.warnings, capped))
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
         prices = self._price_snapshot(cat, [n.pool for n in result.nodes])
         from broker.catalog.prices import stale_warning
@@ -149,7 +152,7 @@ class Broker:
             prices=prices,
             # declared vs forecast-sized requests, both priced
             rightsizing=rightsizing.section(
-                problem, result.cost_per_hour, request.time_limit_s, options=solver_options(self.settings)
+                problem, result.cost_per_hour, time_limit.seconds, options=solver_options(self.settings)
             )
             if rightsizing is not None
             else None,
@@ -182,7 +185,8 @@ class Broker:
         cat = self.catalog()
         self._check_references(req_in, cat)
         problem = self._problem(request, cat)
-        limit = min(request.time_limit_s, self.settings.solve_time_limit_s) * 4
+        # a front is many solves in one synchronous answer: four budgets, within the sync cap
+        limit = min(self.time_budget(req_in, synchronous=True).seconds * 4, TimeCaps.of(self.settings).sync_s)
         fronts = pareto_fronts(problem, time_limit_s=limit, options=solver_options(self.settings))
         as_sent = req_in.model_dump(mode="json")
         return {
@@ -204,6 +208,12 @@ class Broker:
             ]
             for name, points in fronts.items()
         }
+
+    def time_budget(self, req: PlacementRequestIn, *, synchronous: bool) -> TimeBudget:
+        """The solver's time limit for a request: its time_limit_s or the default for its size,
+        within the cap of how it runs (docs/operations.md, "Time a placement gets")."""
+        caps = TimeCaps.of(self.settings)
+        return time_budget(req.time_limit_s, len(req.workloads), caps, synchronous=synchronous)
 
     @staticmethod
     def _problem(

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -24,7 +24,16 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BROKER_", extra="ignore")
 
     database_url: str = ""
-    solve_time_limit_s: float = 10.0
+    # the solver's time per request (docs/operations.md, "Time a placement gets"): the request's
+    # time_limit_s, else the default budget for its size, capped by how the request runs. A
+    # synchronous answer must come back inside request_timeout_s; a job inside job_timeout_s.
+    sync_time_limit_s: float = Field(60.0, gt=0)
+    async_time_limit_s: float = Field(300.0, gt=0)
+    # (workloads, seconds) points of the default budget, interpolated on log-log axes; flat
+    # below the first point, the last segment's slope above the last (derived in docs/operations.md)
+    default_time_budget: list[tuple[int, float]] = [(100, 10.0), (300, 20.0), (3000, 30.0), (20000, 120.0)]
+    # before the two caps there was one for every request; set, it still caps both
+    solve_time_limit_s: float | None = Field(None, gt=0)
     mip_idle_exit_s: float = 600.0  # a solver MIP child without a MIP for this long exits (docs/solver.md)
     max_workloads_sync: int = 5000
     # sized to the largest request the solver is meant to take (20,000 workloads, indented
@@ -69,6 +78,33 @@ class Settings(BaseSettings):
     # machine); empty: tenants may use https:// repositories only
     gitops_file_roots: list[str] = []
     gitops_timeout_s: float = 60.0  # per git command (clone, fetch, push)
+
+    @field_validator("default_time_budget")
+    @classmethod
+    def _budget_points(cls, points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        if not points:
+            raise ValueError("needs at least one (workloads, seconds) point")
+        for i, (n, secs) in enumerate(points):
+            if n < 1 or secs <= 0:
+                raise ValueError(f"point {i}: workloads must be >= 1 and seconds > 0, got ({n}, {secs})")
+            if i and (n <= points[i - 1][0] or secs < points[i - 1][1]):
+                raise ValueError(f"point {i}: workloads must increase and seconds must not decrease")
+        return points
+
+    @model_validator(mode="after")
+    def _caps_fit_timeouts(self) -> Settings:
+        # a solve that outlives the answer's own timeout is a 504 or a killed job, never an answer
+        if self.sync_time_limit_s >= self.request_timeout_s:
+            raise ValueError(
+                f"sync_time_limit_s ({self.sync_time_limit_s:g}) must be below request_timeout_s "
+                f"({self.request_timeout_s:g}): a synchronous solve must answer before the 504"
+            )
+        if self.async_time_limit_s >= self.job_timeout_s:
+            raise ValueError(
+                f"async_time_limit_s ({self.async_time_limit_s:g}) must be below job_timeout_s "
+                f"({self.job_timeout_s:g}): rq kills a job that runs longer"
+            )
+        return self
 
     def resolved_database_url(self) -> str:
         return self.database_url or default_database_url()

@@ -23,6 +23,12 @@ _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
     "/placements",
     response_model=PlacementOut,
     status_code=201,
+    description="Solve a placement request; store it unless `dry_run`. The solver gets the request's "
+    "`time_limit_s`, or by default a budget that grows with its number of workloads (10 s up to 100, "
+    "30 s at 3,000, 120 s at 20,000), capped at BROKER_SYNC_TIME_LIMIT_S for a synchronous answer (the "
+    "answer's `warnings` say when the cap cut it) and BROKER_ASYNC_TIME_LIMIT_S for an async job. The "
+    "answer says the limit it got (`time_limit_s`), how long it ran (`solve_ms`) and why it stopped "
+    "(`stop_reason`).",
     responses={
         200: {"model": PlacementOut, "description": "dry run, nothing stored"},
         202: {"model": JobOut, "description": 'queued as an async job ("async": true or a large request)'},

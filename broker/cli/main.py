@@ -152,7 +152,8 @@ def place(
                 items, _ = broker.list_placements(name=str(doc["name"]), limit=1)
                 previous = placement_document(broker.get_placement(items[0].id)) if items else None
             with err.status("solving..."), stdout_to_stderr():
-                result = placement_document(broker.place(doc)[0])
+                # nothing times out an embedded run: it gets the asynchronous cap, like a job
+                result = placement_document(broker.place(doc, synchronous=False)[0])
     except Infeasible as exc:
         _print_infeasible(exc, fmt)
         raise typer.Exit(EXIT_INFEASIBLE) from exc

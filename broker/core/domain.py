@@ -170,7 +170,7 @@ class PlacementRequest:
     horizon_hours: float = HOURS_PER_MONTH
     objective: Objective = Objective()
     dry_run: bool = False
-    time_limit_s: float = 10.0
+    time_limit_s: float | None = None  # None: the service's default budget for the request's size
     # stability: the running placement, what moving a replica off its pool costs, a cap on moves
     current: tuple[tuple[str, str, int], ...] = ()  # (workload, pool, replicas)
     migration_cost_per_replica: float = 0.0  # USD, one-off, amortised over horizon_hours
@@ -250,6 +250,16 @@ class Baseline:
     cost_per_hour: float | None
 
 
+class StopReason(StrEnum):
+    """Why the solver stopped searching (docs/solver.md, "Why the search stopped")."""
+
+    OPTIMAL = "optimal"  # proven optimal: the gap is at most 0.01 %
+    GAP_TARGET = "gap_target"  # the gap target (SolverOptions.rel_gap) is proven
+    TIME_LIMIT = "time_limit"  # the time ran out with the gap target not proven
+    STALL = "stall"  # the search had nothing left to try well before its time ran out
+    INFEASIBLE = "infeasible"  # no placement keeps every hard rule
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementResult:
     status: str  # optimal | feasible | infeasible
@@ -269,3 +279,7 @@ class PlacementResult:
     # every replica on a concrete node of its pool (empty for placements stored before packing)
     node_assignments: tuple[NodeAssignment, ...] = ()
     packing: PackingReport | None = None
+    # why the solver stopped (StopReason's values) and the time limit it was given; None on
+    # placements stored before they were recorded
+    stop_reason: str | None = None
+    time_limit_s: float | None = None

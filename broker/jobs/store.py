@@ -143,7 +143,8 @@ def run_job(broker: Broker, job_id: str) -> str:
 
             doc = run_simulation_job(broker, row.request)
         else:
-            placement, _stored = broker.place(row.request, tenant=row.tenant)
+            # nobody holds a connection open for a job: it gets the asynchronous cap
+            placement, _stored = broker.place(row.request, tenant=row.tenant, synchronous=False)
             doc = placement_document(placement)
     except BrokerError as exc:
         store.finish(job_id, result=None, error=error_problem(exc, instance=instance))

@@ -240,7 +240,16 @@ class PlacementRequestIn(Strict):
     user_regions: list[UserRegionIn] = Field(default_factory=list)
     workloads: list[WorkloadIn] = Field(min_length=1)
     dry_run: Flag = False
-    time_limit_s: Num = Field(10.0, gt=0, le=600)
+    # unset: the default budget for the request's size; either way capped by how it runs
+    # (docs/operations.md, "Time a placement gets"); left out of the stored request when unset
+    time_limit_s: Num | None = Field(
+        None,
+        gt=0,
+        le=600,
+        description="seconds the solver may run (extension: default grows with the number of workloads; "
+        "capped at BROKER_SYNC_TIME_LIMIT_S for a synchronous answer, BROKER_ASYNC_TIME_LIMIT_S for a job)",
+        exclude_if=lambda v: v is None,
+    )
     # stability (docs/solver.md): re-plan moving only what pays off
     current: list[CurrentIn] = Field(default_factory=list)
     migration_cost_per_replica: Num = Field(0.0, ge=0, le=1_000_000)
@@ -468,6 +477,22 @@ class PlacementOut(BaseModel):
         description="what exact packing changed against the aggregate capacity rule (extension); "
         "null for placements stored before it",
     )
+    # how long the solver could run and why it stopped; left out for placements stored before
+    # they were recorded, so those read back exactly as stored
+    time_limit_s: float | None = Field(
+        None,
+        description="extension: the time limit the solver was given (s): the request's time_limit_s or the "
+        "default for its size, within the cap for synchronous or asynchronous placements; solve_ms says how "
+        "long it ran",
+        exclude_if=lambda v: v is None,
+    )
+    stop_reason: Literal["optimal", "gap_target", "time_limit", "stall"] | None = Field(
+        None,
+        description="extension: why the solver stopped: optimal (gap <= 0.01 %), gap_target (the 1 % target "
+        "gap proven), time_limit (the time ran out first), stall (the search had nothing left to try well "
+        "before its time ran out); an infeasible request's 422 problem document says infeasible",
+        exclude_if=lambda v: v is None,
+    )
 
     @classmethod
     def from_domain(cls, p: Placement) -> PlacementOut:
@@ -499,6 +524,8 @@ class PlacementOut(BaseModel):
             budget=[BudgetOut.from_domain(b) for b in p.budget] if p.budget is not None else None,
             node_assignments=[NodeAssignmentOut.from_domain(n) for n in r.node_assignments],
             packing=PackingOut.from_domain(r.packing) if r.packing else None,
+            time_limit_s=r.time_limit_s,
+            stop_reason=r.stop_reason,
         )
 
 

@@ -66,6 +66,11 @@ class SolverOptions:
     packing_s_per_workload: float = 3.0e-4
     packing_max_s: float = 2.0
     packing_max_vars: int = 20_000
+    # a search that returns with at least this share of its time unused, its gap target not
+    # proven, stopped because its phases had nothing left to try ("stall"), not for the time:
+    # the final MIP takes final_mip_share of what is left, so a search that ran out of time
+    # returns with less than (1 - final_mip_share) of it
+    stall_unused_share: float = 0.3
 
     # -- column generation (search/column_generation.py) -----------------------------------------
     max_cg_rounds: int = 200

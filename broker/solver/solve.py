@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from broker.core.domain import Baseline, NodeAllocation, PlacementResult
+from broker.core.domain import Baseline, NodeAllocation, PlacementResult, StopReason
 from broker.core.pooltable import FloatArray, IntArray
 from broker.errors import Infeasible, InvalidRequest
 from broker.solver.answer.disaggregate import disaggregate
@@ -33,6 +33,11 @@ from broker.solver.problem import PlacementProblem
 from broker.solver.search import SearchResult, search
 from broker.solver.search.split import applies, search_in_groups
 from broker.solver.types import ClassPlacement, Placement
+
+# the time limit of a request that sets none, when the caller gives none either (library use;
+# the service always gives one: broker/placements/time_budget.py)
+DEFAULT_TIME_LIMIT_S = 10.0
+OPTIMAL_GAP_PCT = 0.01  # a gap this small is reported as proven optimal
 
 
 @dataclass
@@ -62,12 +67,14 @@ def solve(
     started = time.perf_counter()
     opts = options if options is not None else SolverOptions()
     limit = time_limit_s if time_limit_s is not None else problem.request.time_limit_s
+    limit = DEFAULT_TIME_LIMIT_S if limit is None else limit
     _validate(problem)
     prep = prepare(problem)
     if prep.conflicts:
         raise Infeasible(
             "no placement satisfies every hard constraint",
             conflicts=list(dict.fromkeys(prep.conflicts)),
+            stop_reason=StopReason.INFEASIBLE.value,
         )
     si = search_input(problem, prep, opts)
     # what comes after the search (dealing replicas back, costs, explanations) is part of the
@@ -77,14 +84,42 @@ def solve(
     after = opts.after_search_s + packing_s + explain_s
     remaining = max(0.1, limit - (time.perf_counter() - started) - after)
     run = search_in_groups if applies(si.mi, opts) else search
+    search_started = time.perf_counter()
     found = run(si.mi, starts=si.starts, time_limit_s=remaining, seed=seed, options=opts)
     if found is None:
         raise Infeasible(
             "no placement satisfies every hard constraint together (owned capacity, spread or spot caps)",
             conflicts=_capacity_conflicts(problem, prep.workloads, prep.masks_by_w),
+            stop_reason=StopReason.INFEASIBLE.value,
         )
+    unused = max(0.0, remaining - (time.perf_counter() - search_started)) / remaining
     packing_s = min(packing_s, max(0.0, limit - (time.perf_counter() - started) - explain_s))
-    return _answer(problem, prep, si, found, started, packing_s=packing_s, seed=seed, options=opts)
+    return _answer(
+        problem,
+        prep,
+        si,
+        found,
+        started,
+        packing_s=packing_s,
+        seed=seed,
+        options=opts,
+        time_limit_s=limit,
+        unused_share=unused,
+    )
+
+
+def stop_reason(gap_pct: float, *, rel_gap: float, unused_share: float, stall_unused_share: float) -> StopReason:
+    """Why a search that found a placement stopped: its gap proven (optimal, or the target), else
+    its time ran out, or it stalled (returned with much of its time unused, nothing left to try)."""
+    if gap_pct <= OPTIMAL_GAP_PCT + 1e-9:
+        return StopReason.OPTIMAL
+    if gap_pct <= rel_gap * 100.0 + 1e-9:
+        return StopReason.GAP_TARGET
+    return StopReason.STALL if unused_share >= stall_unused_share else StopReason.TIME_LIMIT
+
+
+def _ms_since(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)
 
 
 def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions) -> SearchInput:
@@ -149,9 +184,12 @@ def _answer(
     packing_s: float,
     seed: int,
     options: SolverOptions,
+    time_limit_s: float,
+    unused_share: float,
 ) -> PlacementResult:
     """The class placement dealt back to the workloads and packed onto nodes, its costs, its
-    bound and explanations."""
+    bound and explanations; why the search stopped (`unused_share`: the share of its time the
+    search left unused)."""
     req, t, obj = problem.request, problem.table, problem.request.objective
     workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
     name_index = {w.name: i for i, w in enumerate(req.workloads)}
@@ -174,7 +212,10 @@ def _answer(
     # exact packing only adds to what the aggregate model allows: its bound still holds
     lower = min(found.lower_bound, objective_value)
     gap = _gap(objective_value, lower)
-    status = "optimal" if gap <= 0.01 + 1e-9 else "feasible"
+    status = "optimal" if gap <= OPTIMAL_GAP_PCT + 1e-9 else "feasible"
+    why = stop_reason(
+        gap, rel_gap=options.rel_gap, unused_share=unused_share, stall_unused_share=options.stall_unused_share
+    )
 
     base_cost = None
     if baseline:
@@ -208,7 +249,7 @@ def _answer(
             policy="greedy-cheapest-fit", cost_per_hour=None if base_cost is None else round(base_cost, 6)
         ),
         savings_pct=savings,
-        solve_ms=int((time.perf_counter() - started) * 1000),
+        solve_ms=_ms_since(started),
         nodes=tuple(
             NodeAllocation(pool=t.pools[p].id, count=n, cost_per_hour=round(n * float(t.price[p]), 6))
             for p, n in sorted(nodes.items(), key=lambda kv: t.pools[kv[0]].id)
@@ -225,6 +266,8 @@ def _answer(
             aggregate_cost=before.cost,
             aggregate_gap=before.gap(found.lower_bound),
         ),
+        stop_reason=why.value,
+        time_limit_s=round(time_limit_s, 3),
     )
 
 

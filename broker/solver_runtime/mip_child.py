@@ -6,10 +6,12 @@ watchdog (Master.solve_mip) cannot hold a request's time limit. A process can be
 child sends every improving solution as HiGHS finds it, so a kill keeps the best one found
 before the limit.
 
-One child per calling thread (concurrent requests do not queue behind each other). It is kept
+A MIP takes an idle child or starts one, so concurrent requests do not queue behind each other,
+and the threads of a server's pool share warm children (with one child per thread, a request
+landing on another thread of the pool started one cold inside its MIP's limit). A child is kept
 between MIPs, since starting one costs a fraction of a second of imports (`prestart` overlaps
-that with the caller's work), exits after `idle_exit_s` without a MIP, and is replaced after a
-kill. A new interpreter, not a fork: a fork would copy HiGHS' thread-pool state without its
+that with the caller's work), exits after `idle_exit_s` without a MIP, and is replaced as soon
+as it is killed. A new interpreter, not a fork: a fork would copy HiGHS' thread-pool state without its
 threads. Not multiprocessing's spawn either: it re-runs the caller's main script in the child
 (a script without a main guard would start children forever).
 """
@@ -31,11 +33,26 @@ import numpy as np
 from broker.core.pooltable import FloatArray
 from broker.solver.model.mip import Outcome, build, outcome_of
 
-_ENTRY = "import sys; from broker.solver_runtime.mip_child import main; main(sys.argv[1:])"
+# The child needs HiGHS and the model's builder (broker/solver/model/mip.py) only. Importing
+# them through their packages would run `broker.solver`'s and `broker.solver_runtime`'s
+# __init__, which import the whole solver (scipy) and the settings (pydantic): that made a
+# child's start several times slower, and a small request whose final MIP reached
+# `isolate_min_cols` started a child cold and waited for it inside the MIP's time (its MIP then
+# found nothing). So the child registers both packages without running their __init__.
+_ENTRY = """
+import importlib.util, sys, types
+for name in ("broker.solver", "broker.solver_runtime"):
+    spec = importlib.util.find_spec(name)
+    package = types.ModuleType(name)
+    package.__path__ = list(spec.submodule_search_locations)
+    sys.modules[name] = package
+from broker.solver_runtime.mip_child import main
+main(sys.argv[1:])
+"""
 
 
 class ChildProcessMipRunner:
-    """Runs MIPs in this thread's child process (see the module's docstring)."""
+    """Runs MIPs in child processes, one MIP per child at a time (see the module's docstring)."""
 
     def __init__(self, *, idle_exit_s: float = 600.0, grace_s: float = 0.25) -> None:
         """`idle_exit_s`: a child with no MIP for this long exits, freeing its memory (the next MIP
@@ -44,29 +61,46 @@ class ChildProcessMipRunner:
         big solution)."""
         self.idle_exit_s = idle_exit_s
         self._grace_s = grace_s
-        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._idle: list[_Child] = []  # started children no MIP is using, the last used last
 
     @property
     def grace_s(self) -> float:
         return self._grace_s
 
     def prestart(self) -> None:
-        """Start this thread's child now, so its imports overlap the caller's work."""
-        self.child()
+        """Have an idle child ready, so its imports overlap the caller's work."""
+        with self._lock:
+            self._idle = [c for c in self._idle if c.alive()]
+            if self._idle:
+                return
+        self._give_back(_Child(self.idle_exit_s))
 
     def close(self) -> None:
-        """Stop this thread's child, if it has one (the next MIP starts another)."""
-        child: _Child | None = getattr(self._local, "child", None)
-        if child is not None:
+        """Stop the idle children (the next MIP starts another)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for child in idle:
             child.kill()
-            self._local.child = None
 
     def child(self) -> _Child:
-        """This thread's child, started or replaced when there is none alive."""
-        child: _Child | None = getattr(self._local, "child", None)
-        if child is None or not child.alive():
-            child = self._local.child = _Child(self.idle_exit_s)
-        return child
+        """An idle child, the last used first (started, its imports done), or a new one."""
+        with self._lock:
+            while self._idle:
+                child = self._idle.pop()
+                if child.alive():
+                    return child
+                child.kill()  # exited after idle_exit_s: closes its pipes
+        return _Child(self.idle_exit_s)
+
+    def idle(self) -> int:
+        """How many started children wait for a MIP."""
+        with self._lock:
+            return sum(c.alive() for c in self._idle)
+
+    def _give_back(self, child: _Child) -> None:
+        with self._lock:
+            self._idle.append(child)
 
     def solve(
         self,
@@ -83,6 +117,7 @@ class ChildProcessMipRunner:
         start = time.monotonic()
         kill_at = start + (time_limit_s + self._grace_s if kill_after_s is None else kill_after_s)
         job = {"model": model, "options": options, "hint": hint, "deadline": start + time_limit_s}
+        bound = -math.inf
         for attempt in range(2):
             child = self.child()
             best: tuple[float, FloatArray] | None = None
@@ -92,19 +127,23 @@ class ChildProcessMipRunner:
                     msg = child.recv.recv()
                     if msg[0] == "done":
                         _, status, value, bound, x = msg
+                        self._give_back(child)
                         return Outcome(status, value, bound, x)
+                    bound = max(bound, msg[3])  # a dual bound holds whenever HiGHS reports it
                     if best is None or msg[1] < best[0]:
                         best = (msg[1], msg[2])
                 died = False
             except (EOFError, OSError):  # the child died: what it sent stands, or a new one tries
                 died = True
             child.kill()  # dead, or past the limit: only a kill stops HiGHS' cut loop
-            self._local.child = None
+            # its replacement starts now, so its imports overlap the caller's work and the next
+            # MIP (this request's or the next one's) does not wait for them inside its limit
+            self._give_back(_Child(self.idle_exit_s))
             if not (died and best is None and attempt == 0):
                 break
         if best is None:
             return Outcome("unknown", math.inf, -math.inf, np.zeros(0), killed=True)
-        return Outcome("feasible", best[0], -math.inf, best[1], killed=True)
+        return Outcome("feasible", best[0], bound, best[1], killed=True)
 
 
 class _Child:
@@ -154,7 +193,8 @@ def _serve(jobs: Connection, conn: Connection, idle_exit_s: float) -> None:
 
         def improving(e: Any) -> None:
             d = e.data_out
-            conn.send(("better", float(d.objective_function_value), np.array(d.mip_solution, dtype=np.float64)))
+            solution = np.array(d.mip_solution, dtype=np.float64)
+            conn.send(("better", float(d.objective_function_value), solution, float(d.mip_dual_bound)))
 
         h.cbMipImprovingSolution += improving
         if job["hint"] is not None:

@@ -1,14 +1,14 @@
 """a dispatch may apply one cluster several times, once per migration wave: rows unique by seq
 
 Revision ID: 0017
-Revises: 0014
+Revises: 0016
 Create Date: 2026-12-04
 """
 
 from alembic import op
 
 revision = "0017"
-down_revision = "0014"
+down_revision = "0016"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """exact packing: every replica on a concrete node, stored per provisioned pool, and what packing changed
 
 Revision ID: 0019
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-04
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 

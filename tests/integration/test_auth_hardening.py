@@ -30,7 +30,7 @@ def test_body_over_the_limit_is_413_with_or_without_content_length(db_url: str) 
 
 
 def test_slow_requests_time_out_with_504(db_url: str) -> None:
-    b = open_broker(db_url, request_timeout_s=0.001)
+    b = open_broker(db_url, request_timeout_s=0.001, sync_time_limit_s=0.0005)
     with service_client(b) as c:
         r = c.post("/v1/placements", json=small_request(dry_run=True))
         assert r.status_code == 504 and "async" in r.json()["detail"]

@@ -115,7 +115,7 @@ def test_statuses_mean_what_http_says(db_url: str) -> None:
         # 422: invalid input names the field
         doc = _is_problem(c.post("/v1/placements", json={"name": "x", "workloads": "no"}), 422, "invalid-request")
         assert doc["errors"][0]["loc"] == ["body", "workloads"]
-    b4 = open_broker(db_url, request_timeout_s=0.001)
+    b4 = open_broker(db_url, request_timeout_s=0.001, sync_time_limit_s=0.0005)
     with service_client(b4) as c:
         # 504: the request outlived BROKER_REQUEST_TIMEOUT_S
         _is_problem(c.post("/v1/placements", json=small_request(dry_run=True)), 504, "timeout")

@@ -3,6 +3,10 @@ at the limit keeps the best solution the child reported."""
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,7 +20,7 @@ from broker.solver.model.master import Master
 from broker.solver.model.mip import model_of
 from broker.solver.model.universe import make_universe
 from broker.solver.search import search
-from broker.solver_runtime.mip_child import ChildProcessMipRunner
+from broker.solver_runtime.mip_child import _ENTRY, ChildProcessMipRunner
 
 from ..solver.support.cases import case
 
@@ -74,9 +78,44 @@ def test_a_kill_at_the_limit_keeps_the_best_solution_reported(runner: ChildProce
     assert len(out.x) == 300 and set(np.round(out.x)) <= {0.0, 1.0}
     # the returned solution is what its value says
     assert float(model["col_cost_"] @ out.x) == pytest.approx(out.value, rel=1e-9)
-    # and the next MIP gets a new child
+    # HiGHS' dual bound when it reported its last solution holds, and comes back with it
+    assert math.isfinite(out.bound) and out.bound <= out.value + 1e-9
+    # the replacement started with the kill, so the next MIP need not wait for its imports
+    assert runner.idle() == 1  # started by the kill, not by the next MIP
     again = runner.solve(small, time_limit_s=10, options={}, hint=None)
     assert again.status == "optimal" and not again.killed
+
+
+def test_threads_share_idle_children(runner: ChildProcessMipRunner) -> None:
+    """A server's thread pool runs each request on any of its threads: a child one thread used
+    serves the next MIP of another, warm."""
+    small = model_of(_knapsacks(8, 2, seed=5))
+    assert runner.solve(small, time_limit_s=10, options={}, hint=None).status == "optimal"
+    warm = runner.child()
+    runner._give_back(warm)
+    pids: list[int] = []
+
+    def other_thread() -> None:
+        assert runner.solve(small, time_limit_s=10, options={}, hint=None).status == "optimal"
+        child = runner.child()
+        pids.append(child.proc.pid)
+        runner._give_back(child)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert pids == [warm.proc.pid] and runner.idle() == 1
+
+
+def test_a_child_starts_without_importing_the_solver_or_the_settings() -> None:
+    """The child needs HiGHS and the model's builder: the whole solver (scipy) and the settings
+    (pydantic) made each start several times slower, inside a MIP's time limit."""
+    probe = _ENTRY.replace(
+        "main(sys.argv[1:])",
+        "print(sorted(m for m in ('broker.solver.solve', 'broker.settings', 'scipy', 'pydantic') if m in sys.modules))",
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
 
 
 def test_a_child_that_died_is_replaced(runner: ChildProcessMipRunner) -> None:
