@@ -55,7 +55,7 @@ def start(
         st.share_bound = in_thread(
             "relaxed-bound", relaxed_lp_bound, mi, lay, uni, st.first, egress=EgressColumns.of(lay),
             cg_until=started + opts.relaxed_cg_end * time_limit_s, until=started + opts.relaxed_end * time_limit_s,
-            stop=st.no_bound_needed, options=opts,
+            stop=st.no_bound_needed, hurry=st.hurry, options=opts, so_far=st.share_so_far,
         )  # fmt: skip
     return st
 
@@ -103,6 +103,7 @@ def column_generation(st: SearchState) -> None:
 
     if st.converged:  # the LP is the bound
         st.no_bound_needed.set()
+        st.hurry.set()
     if m.loose_fit:
         # stopped before the loose phase converged: the loose LP spreads small classes over many
         # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
@@ -131,7 +132,8 @@ def start_share_bound(st: SearchState) -> None:
     if st.prove and st.share_bound is None and not st.converged and not near_lp:
         st.share_bound = in_thread(
             "share-bound", node_share_bound, st.mi, time_budget_s=opts.share_bound_share * st.left(),
-            egress=EgressColumns.of(st.lay), options=opts.share_bound,
+            egress=EgressColumns.of(st.lay), options=opts.share_bound, stop=st.hurry,
+            so_far=st.share_so_far,
         )  # fmt: skip
 
 
