@@ -78,6 +78,9 @@ class SolverOptions:
     # CG stops when its next round would end past this share of the time, kept for the MIPs:
     # later ends leave the MIPs too little, earlier ones leave the LP a poor guide
     cg_end: float = 0.35
+    # a round's LP ends early enough for its reduced costs too (this many times the last round's):
+    # on a busy host an LP that ran to its limit left the pricing pass to eat the MIPs' time
+    pricing_margin: float = 1.5
     # what the Lagrangian bound costs per universe column (it reads them all once)
     bound_seconds_per_col: float = 1.0e-6
     # universe sizes between which CG starts with loose fit rows (capped once that LP converges):

@@ -65,18 +65,22 @@ def column_generation(st: SearchState) -> None:
     then the LP's caps go in (if still loose), and what the MIPs read is kept."""
     mi, uni, m, opts, lay = st.mi, st.uni, st.m, st.opts, st.lay
     limit = st.time_limit_s
+    pricing_s = 0.0  # what the last round's reduced costs took: the LP must leave time for them
     for rounds in range(1, opts.max_cg_rounds + 1):
         st.rounds = rounds
         round_start = time.perf_counter()
         # a round's LP can take seconds on big requests: never past the request's time (after
         # the first, a round must end before the MIPs' share, less a margin: one cut off is time lost)
-        lp = m.solve_lp(time_limit_s=st.left() - (0.1 if rounds == 1 else opts.cg_end - 0.05) * limit)
+        reserve = (0.1 if rounds == 1 else opts.cg_end - 0.05) * limit + opts.pricing_margin * pricing_s
+        lp = m.solve_lp(time_limit_s=st.left() - reserve)
         if lp is None:
             break
         st.z_lp = lp.value
         st.lp_x = round_lp(mi, *m.x_keys(), lp.x)
         st.lp_support = m.x_uni[lp.x > 1e-7]
+        priced = time.perf_counter()
         st.reduced = rc = reduced_costs_at(mi, uni, m, lp.row_dual, st.z_lp)
+        pricing_s = time.perf_counter() - priced
         st.rc_x, st.rc_pools, st.rc_p = rc.cols, rc.pools.pools, rc.pools.val
         if rc.converged:
             if m.loose_fit:
