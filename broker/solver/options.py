@@ -36,6 +36,8 @@ class ShareBoundOptions:
     near: float = 5.0  # a column joins a round's softmin within this many temperatures of its minimum
     # the dependency pairs' LP runs after the ascent: its time is kept out of the ascent's budget
     egress_s_per_col: float = 1e-4
+    # ... and at least this many times what the pairs' LP took at the start split (measured first)
+    egress_margin: float = 1.5
     # GPU nodes hand their GPUs a share of their cost before the split (node_share_columns.gpu_share):
     # split by cpu and memory alone, a GPU replica pays only a sliver of its node
     gpu_share: bool = True
@@ -81,6 +83,9 @@ class SolverOptions:
     # CG stops when its next round would end past this share of the time, kept for the MIPs:
     # later ends leave the MIPs too little, earlier ones leave the LP a poor guide
     cg_end: float = 0.35
+    # a round's LP ends early enough for its reduced costs too (this many times the last round's):
+    # on a busy host an LP that ran to its limit left the pricing pass to eat the MIPs' time
+    pricing_margin: float = 1.5
     # what the Lagrangian bound costs per universe column (it reads them all once)
     bound_seconds_per_col: float = 1.0e-6
     # universe sizes between which CG starts with loose fit rows (capped once that LP converges):
@@ -102,6 +107,8 @@ class SolverOptions:
     relaxed_stalled: float = 1e-6
     # the node-share bound's thread beside the MIPs when CG did not converge
     share_bound_share: float = 0.8
+    # how long past the search's time a bound thread is waited for; then its best so far stands
+    bound_wait_s: float = 0.2
     share_bound: ShareBoundOptions = field(default_factory=ShareBoundOptions)
 
     # -- incumbents and neighbourhoods (search/incumbent.py, search/neighbourhoods.py) -----------
@@ -127,13 +134,21 @@ class SolverOptions:
     lns_min_free: int = 5
     lns_start_free: int = 30
     lns_mip_s: float = 1.5
+    improve_min_s: float = 0.05  # an improving MIP with less time than this is not started
     lns_offered_columns: int = 5
     lns_max_offered_columns: int = 40
+    # requests with dependencies (search/egress_neighbourhoods.py): every egress_every-th LNS
+    # neighbourhood frees whole dependency components, drawn by the egress they pay, and offers
+    # each free class its egress_per_cloud cheapest columns per cloud and one at each site where
+    # a peer runs (so a service can move with its callers); 0: never
+    egress_every: int = 2
+    egress_per_cloud: int = 3
 
     # -- the final MIP (search/final_mip.py) -----------------------------------------------------
     # above this many columns the final MIP does not finish its root in time and its cut
     # separation ignores the clock: it is skipped and LNS takes the time
     final_mip_max_cols: int = 20_000
+    final_mip_min_s: float = 0.5  # not started with less time left: it would run far past it
     final_mip_share: float = 0.75  # HiGHS overruns its limit on big models (presolve, root LP): a margin
     # reduced-cost inclusion: columns at most (the most promising first), as the MIP must finish its root
     include_cols: int = 40_000

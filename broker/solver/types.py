@@ -7,12 +7,14 @@ egress rates of the layout's egress columns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from broker.core.pooltable import FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 
 if TYPE_CHECKING:
     from broker.solver.model.layout import Layout, ModelInput
@@ -21,15 +23,38 @@ Placement = dict[tuple[int, int], int]  # (workload index, pool index) -> replic
 ClassPlacement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
 
 
+@dataclass
+class BestSoFar:
+    """The best bound a thread has proven so far, readable before it ends: a search whose time
+    is up takes it rather than wait for the thread (waiting made solves overrun their limit)."""
+
+    value: float = -math.inf
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def offer(self, value: float) -> None:
+        with self._lock:
+            self.value = max(self.value, value)
+
+
 @dataclass(frozen=True)
 class EgressColumns:
     """The layout's egress columns: class k's traffic to v leaving site s costs `cost` per unit
-    of k's share of replicas at s that v does not match there."""
+    of k's share of replicas at s that v does not match there: the cheapest rate it can leave
+    at. With `far` and `near` (two tiers, as the layout has them), it costs `far` unless v runs
+    at another site of s's cloud, then `near` (inf: no such tier), the gate a bound can keep."""
 
     k: IntArray
     v: IntArray
     site: IntArray
     cost: FloatArray
+    far: FloatArray | None = None
+    near: FloatArray | None = None
+
+    def select(self, mine: BoolArray) -> EgressColumns:
+        """The columns `mine`."""
+        far = self.far[mine] if self.far is not None else None
+        near = self.near[mine] if self.near is not None else None
+        return EgressColumns(self.k[mine], self.v[mine], self.site[mine], self.cost[mine], far, near)
 
     @classmethod
     def of(cls, lay: Layout) -> EgressColumns:
@@ -37,9 +62,9 @@ class EgressColumns:
         the cloud (a near column) where v may run at another site of it, else the far price.
         The far price alone overstated the floor of a pair whose peer may run in the same
         cloud (the bound could pass the full LP)."""
-        cost = lay.e_cost.copy()
-        np.minimum.at(cost, lay.near_e, lay.near_cost)
-        return cls(lay.e_class, lay.e_peer, lay.e_site, cost)
+        near = np.full(lay.n_e, np.inf)
+        np.minimum.at(near, lay.near_e, lay.near_cost)
+        return cls(lay.e_class, lay.e_peer, lay.e_site, np.minimum(lay.e_cost, near), lay.e_cost.copy(), near)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from broker.solver.bounds.node_share_egress import egress_gain
 from broker.solver.model.columns import Index
 from broker.solver.model.layout import ModelInput
 from broker.solver.options import ShareBoundOptions
-from broker.solver.types import DualPrices, EgressColumns
+from broker.solver.types import BestSoFar, DualPrices, EgressColumns
 
 
 def node_share_bound(
@@ -68,26 +68,44 @@ def node_share_bound(
     start: FloatArray | None = None,
     stop: threading.Event | None = None,
     options: ShareBoundOptions | None = None,
+    so_far: BestSoFar | None = None,
 ) -> float:
     """Sum of the classes' floors at the best per-pool cpu/memory split found within the time
     budget (rounds=0: the best single split; None: options.rounds), plus what the dependency
     pairs' egress adds at that split; every split gives a valid bound. `duals` price the pools
     of an LP (what they leave is split), `start` is the split to climb from (else the best
-    single split); the ascent ends early once `stop` is set."""
+    single split); the ascent ends early once `stop` is set. Every bound proven on the way is
+    offered to `so_far`."""
     started = time.perf_counter()
     opts = options if options is not None else ShareBoundOptions()
+    so_far = so_far if so_far is not None else BestSoFar()
     paired = np.zeros(len(mi.classes), dtype=bool)
     if egress is not None and len(egress.k):
         paired[egress.k] = paired[egress.v] = True
     cols = share_columns(mi, paired, duals, with_gpu_share=opts.gpu_share)
     lam = start if start is not None else _best_global_split(cols, opts.golden_steps)[0]
-    egress_s = opts.egress_s_per_col * (len(egress.k) if egress is not None else 0)
+    pairs = paired.any() and egress is not None
+    best = -math.inf
+    egress_s = 0.0
+    if pairs and egress is not None:
+        # the pairs' LP at the start split first: a bound that holds should the ascent leave no
+        # time for it (on a busy machine its estimate fell short, and the bound lost all egress),
+        # and its measured time is what the LP at the ascent's split is kept
+        t0 = time.perf_counter()
+        first = evaluate_split(cols, lam)
+        so_far.offer(first.value)
+        best = first.value + egress_gain(mi, cols, first, egress, max(0.5 * time_budget_s, 0.0))
+        so_far.offer(best)
+        egress_s = max(opts.egress_s_per_col * len(egress.k), opts.egress_margin * (time.perf_counter() - t0))
     deadline = started + time_budget_s - egress_s
     point = _smoothed_ascent(cols, lam, deadline, opts.rounds if rounds is None else rounds, opts, stop)
-    best = point.value
-    if paired.any() and egress is not None:
-        left = max(time_budget_s - (time.perf_counter() - started), egress_s)
-        best += egress_gain(mi, cols, point, egress, left)
+    so_far.offer(point.value)
+    if not pairs or egress is None:
+        return point.value
+    # at least what the first LP took: the ascent can end a little past its deadline
+    left = max(time_budget_s - (time.perf_counter() - started), egress_s / opts.egress_margin)
+    best = max(best, point.value + egress_gain(mi, cols, point, egress, left))
+    so_far.offer(best)
     return best
 
 

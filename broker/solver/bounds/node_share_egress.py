@@ -12,11 +12,13 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
-from broker.core.pooltable import IntArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.bounds.node_share_columns import ShareColumns, SplitPoint, segments_per_class
 from broker.solver.model.columns import ranges
 from broker.solver.model.layout import ModelInput
 from broker.solver.types import EgressColumns
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 # paired classes' variables per LP: one LP for every pair held too much memory in HiGHS
 LP_CHUNK = 20_000
@@ -43,7 +45,7 @@ def egress_gain(
     total = 0.0
     for c in np.unique(chunk).tolist():
         mine = chunk[comp[ki]] == c
-        sub = EgressColumns(egress.k[mine], egress.v[mine], egress.site[mine], egress.cost[mine])
+        sub = egress.select(mine)
         total += _pairs_gain(mi, cols, pt, sub, deadline - time.perf_counter())
     return total
 
@@ -75,17 +77,27 @@ def _pairs_gain(
     rk, rv = cols.replicas[egress.k], cols.replicas[egress.v]
     i_k, x_k = at(egress.k, egress.site)
     i_v, x_v = at(egress.v, egress.site)
-    # k's share at s not matched by v's leaves: x_k(s)/R_k - x_v(s)/R_v - u <= 0
-    eg_rows = [i_k, i_v, np.arange(n_e)]
-    eg_cols = [x_k, x_v, n_x + np.arange(n_e)]
-    eg_vals = [1.0 / rk[i_k], -1.0 / rv[i_v], -np.ones(n_e)]
-    ub_rows, ub_cols, ub_vals, ub_rhs = (
-        [np.concatenate(eg_rows)],
-        [np.concatenate(eg_cols)],
-        [np.concatenate(eg_vals)],
-        [np.zeros(n_e)],
-    )
+    # k's share at s not matched by v's leaves: x_k(s)/R_k - x_v(s)/R_v - u - w <= 0, u at the far
+    # rate, w at the cloud's own rate, open only as far as v runs at another site of the cloud
+    two_tiers = egress.near is not None and egress.far is not None
+    near = egress.near if egress.near is not None else np.full(n_e, np.inf)
+    far = egress.far if egress.far is not None else egress.cost
+    gated = np.flatnonzero(np.isfinite(near)) if two_tiers else _NONE
+    n_w = len(gated)
+    eg_rows = [i_k, i_v, np.arange(n_e), gated]
+    eg_cols = [x_k, x_v, n_x + np.arange(n_e), n_x + n_e + np.arange(n_w)]
+    eg_vals = [1.0 / rk[i_k], -1.0 / rv[i_v], -np.ones(n_e), -np.ones(n_w)]
+    ub_rows, ub_cols = [np.concatenate(eg_rows)], [np.concatenate(eg_cols)]
+    ub_vals, ub_rhs = [np.concatenate(eg_vals)], [np.zeros(n_e)]
+    cost: list[FloatArray] = [pt.seg_min[seg], egress.cost if not n_w else far]
+    upper = [np.full(n_x + n_e, np.inf)]
     n_ub = n_e
+    if n_w:
+        # w_i + x_v(s) - Y_vq <= 0 with Y_vq = v's replicas at the sites of cloud q (the model's near rows)
+        n_ub = _near_gates(mi, egress, gated, cls, site, n_x + n_e, n_ub, (ub_rows, ub_cols, ub_vals, ub_rhs))
+        cost.append(near[gated])
+        upper.append(np.full(n_w, np.inf))
+    n_var = n_x + n_e + n_w
     capped = classes[cols.spot_cap[classes] < cols.replicas[classes]]
     spot_x = np.flatnonzero(np.isin(cls, capped) & cols.seg_spot[seg])
     if len(capped):  # spot caps
@@ -94,14 +106,12 @@ def _pairs_gain(
         ub_vals.append(np.ones(len(spot_x)))
         ub_rhs.append(cols.spot_cap[capped])
         n_ub += len(capped)
-    cost = [pt.seg_min[seg], egress.cost]
-    upper = [np.full(n_x + n_e, np.inf)]
     spread = np.array([c for c in classes.tolist() if mi.classes[c].min_sites > 1], dtype=np.int64)
     if len(spread):  # z_cs <= x_c(s), z_cs <= K_c, sum_s z_cs >= m_c K_c
         zc, zs = np.unique(np.c_[cls, site][np.isin(cls, spread)], axis=0).T
         n_z = len(zc)
         i_z, x_z = at(zc, zs)
-        z_col = n_x + n_e + np.arange(n_z)
+        z_col = n_var + np.arange(n_z)
         size = np.array([mi.classes[c].size for c in spread], dtype=np.float64)
         m = np.array([mi.classes[c].min_sites for c in spread], dtype=np.float64)
         ub_rows += [n_ub + np.arange(n_z), n_ub + i_z, n_ub + n_z + np.searchsorted(spread, zc)]
@@ -131,3 +141,35 @@ def _pairs_gain(
     if res.status != 0:
         return 0.0
     return max(0.0, float(res.fun) - float(pt.floor[classes].sum()))
+
+
+def _near_gates(
+    mi: ModelInput,
+    egress: EgressColumns,
+    gated: IntArray,
+    cls: IntArray,
+    site: IntArray,
+    w0: int,
+    n_ub: int,
+    parts: tuple[list[IntArray], list[IntArray], list[FloatArray], list[FloatArray]],
+) -> int:
+    """Rows w_i <= (v's replicas at the sites of s's cloud other than s) for the egress columns
+    `gated` (w_i: column w0 + i): the layout's near rows, so k's traffic leaves at its cloud's
+    own rate only as far as v runs elsewhere in that cloud. Appended to `parts`; the new row count."""
+    rows, cols, vals, rhs = parts
+    prov = mi.site_provider
+    n_clouds = int(prov.max()) + 1
+    key = cls * n_clouds + prov[site]
+    order = np.argsort(key, kind="stable")
+    v, s = egress.v[gated], egress.site[gated]
+    want = v * n_clouds + prov[s]
+    lo = np.searchsorted(key[order], want)
+    hi = np.searchsorted(key[order], want, side="right")
+    gate = np.repeat(np.arange(len(gated)), hi - lo)
+    x = order[ranges(lo, hi - lo)]
+    elsewhere = site[x] != s[gate]
+    rows += [n_ub + np.arange(len(gated)), n_ub + gate[elsewhere]]
+    cols += [w0 + np.arange(len(gated)), x[elsewhere]]
+    vals += [np.ones(len(gated)), -np.ones(int(elsewhere.sum()))]
+    rhs.append(np.zeros(len(gated)))
+    return n_ub + len(gated)

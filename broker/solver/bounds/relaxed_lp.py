@@ -30,7 +30,7 @@ from broker.solver.model.master import Master
 from broker.solver.model.reduced_costs import entering, reduced_costs_at
 from broker.solver.model.universe import Universe
 from broker.solver.options import SolverOptions
-from broker.solver.types import DualPrices, EgressColumns
+from broker.solver.types import BestSoFar, DualPrices, EgressColumns
 
 
 def relaxed_lp_bound(
@@ -44,24 +44,38 @@ def relaxed_lp_bound(
     egress: EgressColumns | None = None,
     rounds: int | None = None,
     stop: threading.Event | None = None,
+    hurry: threading.Event | None = None,
     options: SolverOptions | None = None,
+    so_far: BestSoFar | None = None,
 ) -> float:
     """The node-share bound from the relaxed LP's prices: column generation from the universe
     columns `first` until `cg_until`, the ascent (`rounds`, None: the options') and the egress
     pricing until `until` (perf_counter). Once `stop` is set (the search needs no bound any
     more) it ends early: -inf during column generation, the bound reached so far during the
-    ascent."""
+    ascent. Once `hurry` is set (the search's time is up), column generation ends and the
+    bound is the node-share bound at its last prices, its ascent cut short."""
     opts = options if options is not None else SolverOptions()
-    prices = _relaxed_prices(mi, lay, uni, first, cg_until, stop, opts)
+    hurry = hurry if hurry is not None else threading.Event()
+    prices = _relaxed_prices(mi, lay, uni, first, cg_until, stop, hurry, opts)
     if stop is not None and stop.is_set():
         return -math.inf
     budget = max(until - time.perf_counter(), 0.0)
     share = opts.share_bound
     if prices is None:
-        return node_share_bound(mi, time_budget_s=budget, egress=egress, rounds=rounds, stop=stop, options=share)
+        return node_share_bound(
+            mi, time_budget_s=budget, egress=egress, rounds=rounds, stop=hurry, options=share, so_far=so_far
+        )
     duals, start = prices
     return node_share_bound(
-        mi, time_budget_s=budget, egress=egress, rounds=rounds, duals=duals, start=start, stop=stop, options=share
+        mi,
+        time_budget_s=budget,
+        egress=egress,
+        rounds=rounds,
+        duals=duals,
+        start=start,
+        stop=hurry,
+        options=share,
+        so_far=so_far,
     )
 
 
@@ -72,6 +86,7 @@ def _relaxed_prices(
     first: IntArray,
     cg_until: float,
     stop: threading.Event | None,
+    hurry: threading.Event,
     opts: SolverOptions,
 ) -> tuple[DualPrices, FloatArray] | None:
     """The last relaxed LP's capacity prices and the split for every other pool's cost (None
@@ -82,7 +97,8 @@ def _relaxed_prices(
     m.add_columns(first)
     last: tuple[DualPrices, FloatArray] | None = None
     previous = math.inf
-    while (left := cg_until - time.perf_counter()) > 0 and not (stop is not None and stop.is_set()):
+    ended = (stop,) if stop is not None else ()
+    while (left := cg_until - time.perf_counter()) > 0 and not any(e.is_set() for e in (*ended, hurry)):
         lp = m.solve_lp(time_limit_s=left)
         if lp is None:
             break

@@ -55,7 +55,7 @@ def start(
         st.share_bound = in_thread(
             "relaxed-bound", relaxed_lp_bound, mi, lay, uni, st.first, egress=EgressColumns.of(lay),
             cg_until=started + opts.relaxed_cg_end * time_limit_s, until=started + opts.relaxed_end * time_limit_s,
-            stop=st.no_bound_needed, options=opts,
+            stop=st.no_bound_needed, hurry=st.hurry, options=opts, so_far=st.share_so_far,
         )  # fmt: skip
     return st
 
@@ -65,18 +65,22 @@ def column_generation(st: SearchState) -> None:
     then the LP's caps go in (if still loose), and what the MIPs read is kept."""
     mi, uni, m, opts, lay = st.mi, st.uni, st.m, st.opts, st.lay
     limit = st.time_limit_s
+    pricing_s = 0.0  # what the last round's reduced costs took: the LP must leave time for them
     for rounds in range(1, opts.max_cg_rounds + 1):
         st.rounds = rounds
         round_start = time.perf_counter()
         # a round's LP can take seconds on big requests: never past the request's time (after
         # the first, a round must end before the MIPs' share, less a margin: one cut off is time lost)
-        lp = m.solve_lp(time_limit_s=st.left() - (0.1 if rounds == 1 else opts.cg_end - 0.05) * limit)
+        reserve = (0.1 if rounds == 1 else opts.cg_end - 0.05) * limit + opts.pricing_margin * pricing_s
+        lp = m.solve_lp(time_limit_s=st.left() - reserve)
         if lp is None:
             break
         st.z_lp = lp.value
         st.lp_x = round_lp(mi, *m.x_keys(), lp.x)
         st.lp_support = m.x_uni[lp.x > 1e-7]
+        priced = time.perf_counter()
         st.reduced = rc = reduced_costs_at(mi, uni, m, lp.row_dual, st.z_lp)
+        pricing_s = time.perf_counter() - priced
         st.rc_x, st.rc_pools, st.rc_p = rc.cols, rc.pools.pools, rc.pools.val
         if rc.converged:
             if m.loose_fit:
@@ -103,6 +107,7 @@ def column_generation(st: SearchState) -> None:
 
     if st.converged:  # the LP is the bound
         st.no_bound_needed.set()
+        st.hurry.set()
     if m.loose_fit:
         # stopped before the loose phase converged: the loose LP spreads small classes over many
         # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
@@ -131,7 +136,8 @@ def start_share_bound(st: SearchState) -> None:
     if st.prove and st.share_bound is None and not st.converged and not near_lp:
         st.share_bound = in_thread(
             "share-bound", node_share_bound, st.mi, time_budget_s=opts.share_bound_share * st.left(),
-            egress=EgressColumns.of(st.lay), options=opts.share_bound,
+            egress=EgressColumns.of(st.lay), options=opts.share_bound, stop=st.hurry,
+            so_far=st.share_so_far,
         )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from broker.core.pooltable import IntArray
 from broker.solver.search.placements import objective
-from broker.solver.search.state import SearchResult, SearchState
+from broker.solver.search.state import SearchResult, SearchState, bound_of
 
 
 def final_mip(st: SearchState) -> bool:
@@ -28,7 +28,8 @@ def final_mip(st: SearchState) -> bool:
     both the time limit and the watchdog). False when the MIP proves there is no placement."""
     m, opts = st.m, st.opts
     rel_gap = opts.rel_gap
-    run_mip = m.n_cols <= opts.final_mip_max_cols or st.incumbent is None
+    # not when the time is up: HiGHS' presolve and root ignore a limit of a few milliseconds
+    run_mip = st.incumbent is None or (m.n_cols <= opts.final_mip_max_cols and st.left() >= opts.final_mip_min_s)
     if st.converged and st.incumbent is not None and st.ub - st.z_lp <= rel_gap * st.ub:
         st.bound = st.z_lp  # already within the target: the LP bound holds for the whole catalog
     elif st.converged and run_mip:
@@ -89,7 +90,9 @@ def result(st: SearchState) -> SearchResult | None:
         return None
     x = st.incumbent
     value = objective(st.mi, st.lay, x)
-    fallback = st.share_bound.result() if st.share_bound is not None and not st.converged else -math.inf
+    fallback = -math.inf
+    if st.share_bound is not None and not st.converged:
+        fallback = bound_of(st.share_bound, st.share_so_far, st.left() + st.opts.bound_wait_s, st.hurry)
     if st.converged:
         lower = max(st.z_lp, min(st.bound, st.z_lp + st.excluded_min))
     else:

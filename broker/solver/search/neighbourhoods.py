@@ -17,6 +17,7 @@ the LP's pools made the second neighbourhood run far past its limit.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -25,6 +26,12 @@ from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.model.columns import XColumns
 from broker.solver.model.layout import ModelInput
 from broker.solver.model.reduced_costs import best_per_class
+from broker.solver.search.egress_neighbourhoods import (
+    co_location_columns,
+    dependencies,
+    egress_per_component,
+    pick_components,
+)
 from broker.solver.search.incumbent import improve
 from broker.solver.search.placements import class_nodes
 from broker.solver.search.state import SearchState
@@ -67,22 +74,36 @@ def large_neighbourhoods(st: SearchState) -> None:
     if not st.gap_open():
         return
     mi, uni, opts = st.mi, st.uni, st.opts
-    share = opts.lns_share if st.m.n_cols <= opts.final_mip_max_cols else opts.lns_share_big
-    end = time.perf_counter() + share * st.left()
+    deps = dependencies(mi)
+    # with traffic to trade and no converged LP, the final MIP proves nothing: LNS takes its time
+    long = st.m.n_cols > opts.final_mip_max_cols or (deps.any and not st.converged)
+    end = time.perf_counter() + (opts.lns_share_big if long else opts.lns_share) * st.left()
     rng = np.random.default_rng(st.seed)
     target = float(max(opts.lns_min_free, min(opts.lns_start_free, len(mi.classes) // 10)))
     priced_cls = uni.cols.cls(st.rc_x.idx)
     lp_cls = uni.cols.cls(st.lp_support)
     best_k = opts.lns_offered_columns
     # not a MIP that would get less than a third of its time (building its model takes some)
-    while st.incumbent is not None and (now := time.perf_counter()) < end - opts.lns_mip_s / 3:
+    for turn in itertools.count():
+        now = time.perf_counter()
+        if st.incumbent is None or now >= end - opts.lns_mip_s / 3:
+            break
         nodes = class_nodes(mi, st.incumbent)
-        free = pick_classes(mi, st.incumbent, nodes, rng, int(target))
+        # every egress_every-th neighbourhood frees dependency components by the egress they pay
+        egress_turn = deps.any and opts.egress_every > 0 and turn % opts.egress_every == 0
+        paid = egress_per_component(mi, deps, st.incumbent) if egress_turn else None
+        traded = paid is not None and paid.sum() > 0
+        if traded and paid is not None:
+            free = pick_components(deps, paid, rng, int(target), len(mi.classes))
+        else:
+            free = pick_classes(mi, st.incumbent, nodes, rng, int(target))
         offer = [
             columns_on_pools(uni.cols, free, np.array(sorted(nodes), dtype=np.int64)),
             st.lp_support[free[lp_cls]],
             best_per_class(uni.cols, st.rc_x, free[priced_cls], best_k),
         ]
+        if traded:
+            offer.append(co_location_columns(mi, uni.cols, deps, st.incumbent, free, opts.egress_per_cloud))
         before = st.ub
         solved = improve(st, np.concatenate(offer), opts.lns_mip_s, free, until=end)
         if solved and free.all() and st.ub >= before:

@@ -48,4 +48,5 @@ def search(
     found = result(st) if final_mip(st) else None
     if found is None:
         st.no_bound_needed.set()  # the relaxed bound's thread ends early
+        st.hurry.set()
     return found

@@ -30,8 +30,8 @@ from broker.solver.model.layout import ModelInput, make_layout
 from broker.solver.options import SolverOptions
 from broker.solver.search.pipeline import search
 from broker.solver.search.placements import class_nodes, objective
-from broker.solver.search.state import SearchResult, in_thread
-from broker.solver.types import ClassPlacement, EgressColumns
+from broker.solver.search.state import SearchResult, bound_of, in_thread
+from broker.solver.types import BestSoFar, ClassPlacement, EgressColumns
 
 
 def applies(mi: ModelInput, opts: SolverOptions) -> bool:
@@ -57,9 +57,10 @@ def search_in_groups(
     end = started + opts.groups_end * time_limit_s
     lay = make_layout(mi)
     stop = threading.Event()
+    so_far = BestSoFar()
     bound = in_thread(
         "share-bound", node_share_bound, mi, time_budget_s=0.9 * time_limit_s, egress=EgressColumns.of(lay),
-        stop=stop, options=opts.share_bound,
+        stop=stop, options=opts.share_bound, so_far=so_far,
     )  # fmt: skip
     weights = np.sqrt([len(c.cand) for c in mi.classes])
     parts: list[tuple[IntArray, ClassPlacement]] = []
@@ -87,7 +88,9 @@ def search_in_groups(
     x = merged(parts)
     value = objective(mi, lay, x)
     # the node-share bound carries float error like any solver's: never claim more than is proven
-    return SearchResult("feasible", x, value, min(bound.result() * (1 - 1e-9), value), False, pools, rounds)
+    wait = started + time_limit_s - time.perf_counter() + opts.bound_wait_s
+    lower = bound_of(bound, so_far, wait, stop)  # stop ends the ascent: the bound so far stands
+    return SearchResult("feasible", x, value, min(lower * (1 - 1e-9), value), False, pools, rounds)
 
 
 def groups(mi: ModelInput, weights: FloatArray, n_groups: int) -> list[IntArray]:

@@ -19,7 +19,7 @@ from broker.solver.model.reduced_costs import ColumnCosts, ReducedCosts
 from broker.solver.model.universe import Universe
 from broker.solver.options import SolverOptions
 from broker.solver.search.placements import class_nodes, columns_of, objective
-from broker.solver.types import ClassPlacement
+from broker.solver.types import BestSoFar, ClassPlacement
 
 
 @dataclass
@@ -56,6 +56,8 @@ class SearchState:
     # bounds beside the search: a thread's node-share bound, and the event that stops it early
     share_bound: Future[float] | None = None
     no_bound_needed: threading.Event = field(default_factory=threading.Event)
+    share_so_far: BestSoFar = field(default_factory=BestSoFar)  # what that thread proved so far
+    hurry: threading.Event = field(default_factory=threading.Event)  # the time is up: end the bound soon
 
     # column generation
     rounds: int = 0
@@ -102,6 +104,17 @@ class SearchState:
     def hint(self, mm: Master) -> FloatArray | None:
         """The incumbent as a MIP start for the model `mm` (None without one)."""
         return mm.hint(self.incumbent, class_nodes(mm.mi, self.incumbent)) if self.incumbent is not None else None
+
+
+def bound_of(fut: Future[float], so_far: BestSoFar, wait_s: float, hurry: threading.Event) -> float:
+    """A bound thread's result if it ends within `wait_s`; else it is told to hurry and the best
+    it proved so far stands, or, when it has proved nothing yet, the quick bound it then ends
+    with: the request's time limit holds as far as a valid bound allows."""
+    try:
+        return fut.result(timeout=max(wait_s, 0.0))
+    except TimeoutError:
+        hurry.set()
+        return so_far.value if so_far.value > -math.inf else fut.result()
 
 
 def in_thread(name: str, fn: Callable[..., float], *args: Any, **kw: Any) -> Future[float]:

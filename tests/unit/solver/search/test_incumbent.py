@@ -3,10 +3,16 @@ what the second neighbourhood offers."""
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 
 from broker.solver import SolverOptions
+from broker.solver.model.master import Master
 from broker.solver.search import neighbourhoods, search
+from broker.solver.search.column_generation import start
+from broker.solver.search.incumbent import first_incumbent, improve
 from broker.solver.search.placements import broken_classes, class_nodes, feasible, repaired
 from broker.solver.types import ClassPlacement
 
@@ -82,3 +88,20 @@ def test_on_big_requests_a_class_the_lp_splits_is_offered_two_columns_in_the_sec
     twos = [c for k, c in calls if k == opts.second_big_split]
     assert len(ones) == len(twos) == 1
     assert twos[0] and twos[0] < ones[0]  # some classes, not all
+
+
+def test_no_improving_mip_is_started_without_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HiGHS' presolve and root ignore a limit of milliseconds: with the time up, `improve`
+    starts no MIP (the search ran past its limit doing so) and the incumbent stands."""
+    mi, starts, _lp, _opt = case(0)
+    st = start(mi, starts, time_limit_s=10, seed=0, opts=SolverOptions(), prove=False)
+    first_incumbent(st, starts)
+    before = st.incumbent
+
+    def no_mip(*args: object, **kw: object) -> None:
+        raise AssertionError("a MIP was started without time left")
+
+    monkeypatch.setattr(Master, "solve_mip", no_mip)
+    assert improve(st, np.arange(st.uni.size), 5.0, until=time.perf_counter() - 1.0) is False
+    assert improve(st, np.arange(st.uni.size), 0.0) is False
+    assert st.incumbent is before
