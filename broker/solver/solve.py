@@ -92,7 +92,7 @@ def solve(
             conflicts=_capacity_conflicts(problem, prep.workloads, prep.masks_by_w),
             stop_reason=StopReason.INFEASIBLE.value,
         )
-    unused = max(0.0, remaining - (time.perf_counter() - search_started)) / remaining
+    unused = 0.0 if found.out_of_time else max(0.0, remaining - (time.perf_counter() - search_started)) / remaining
     packing_s = min(packing_s, max(0.0, limit - (time.perf_counter() - started) - explain_s))
     return _answer(
         problem,

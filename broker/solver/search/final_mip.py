@@ -30,6 +30,8 @@ def final_mip(st: SearchState) -> bool:
     rel_gap = opts.rel_gap
     # not when the time is up: HiGHS' presolve and root ignore a limit of a few milliseconds
     run_mip = st.incumbent is None or (m.n_cols <= opts.final_mip_max_cols and st.left() >= opts.final_mip_min_s)
+    if m.n_cols <= opts.final_mip_max_cols and st.left() < opts.final_mip_min_s:
+        st.out_of_time = True
     if st.converged and st.incumbent is not None and st.ub - st.z_lp <= rel_gap * st.ub:
         st.bound = st.z_lp  # already within the target: the LP bound holds for the whole catalog
     elif st.converged and run_mip:
@@ -107,4 +109,5 @@ def result(st: SearchState) -> SearchResult | None:
         proven=st.converged,
         pools_considered=len(st.m.pools),
         lp_rounds=st.rounds,
+        out_of_time=st.out_of_time,
     )

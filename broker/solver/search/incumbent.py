@@ -44,6 +44,7 @@ def improve(
     grace comes out of `seconds`, and the MIP ends by `until` (model building included)."""
     mi, lay, uni, opts = st.mi, st.lay, st.uni, st.opts
     if min(seconds, until - time.perf_counter()) < opts.improve_min_s:
+        st.out_of_time = True
         return False
     if st.incumbent is None:
         sub = Master(mi, lay, uni)
@@ -62,6 +63,7 @@ def improve(
     runner = opts.mip_runner if sub.n_cols >= opts.isolate_min_cols else None
     seconds = min(seconds, until - time.perf_counter()) - (runner.grace_s if runner is not None else 0.0)
     if seconds < opts.improve_min_s:  # HiGHS would run far past so short a limit
+        st.out_of_time = True
         return False
     rs = sub.solve_mip(time_limit_s=seconds, seed=st.seed, hint=st.hint(sub), rel_gap=opts.rel_gap / 4, runner=runner)
     if rs.status in ("optimal", "feasible"):

@@ -90,7 +90,8 @@ def search_in_groups(
     # the node-share bound carries float error like any solver's: never claim more than is proven
     wait = started + time_limit_s - time.perf_counter() + opts.bound_wait_s
     lower = bound_of(bound, so_far, wait, stop)  # stop ends the ascent: the bound so far stands
-    return SearchResult("feasible", x, value, min(lower * (1 - 1e-9), value), False, pools, rounds)
+    out_of_time = time.perf_counter() >= started + time_limit_s
+    return SearchResult("feasible", x, value, min(lower * (1 - 1e-9), value), False, pools, rounds, out_of_time)
 
 
 def groups(mi: ModelInput, weights: FloatArray, n_groups: int) -> list[IntArray]:

@@ -31,6 +31,9 @@ class SearchResult:
     proven: bool
     pools_considered: int
     lp_rounds: int
+    # a phase was skipped because too little time was left for it (the stop is the time
+    # limit's even when the clock shows time unused)
+    out_of_time: bool = False
 
 
 def _no_columns() -> IntArray:
@@ -63,6 +66,7 @@ class SearchState:
     rounds: int = 0
     z_lp: float = -math.inf  # the restricted LP; the full catalog's LP once converged
     converged: bool = False
+    out_of_time: bool = False  # a phase was skipped for lack of time
     lagrangian: float = -math.inf  # from the last round's duals when CG stopped early
     loose_bound: float = -math.inf  # the converged LP with loose fit rows: a relaxation's LP
     lp_x: ClassPlacement | None = None  # the LP rounded
