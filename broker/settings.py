@@ -87,6 +87,21 @@ class Settings(BaseSettings):
     # machine); empty: tenants may use https:// repositories only
     gitops_file_roots: list[str] = []
     gitops_timeout_s: float = 60.0  # per git command (clone, fetch, push)
+    # networks (CIDRs) tenants' GitOps repositories and kubeconfig API servers may resolve to although
+    # not public (loopback, private, link-local, metadata); empty: public addresses only (docs/dispatch.md)
+    outbound_allowed_networks: list[str] = []
+
+    @field_validator("outbound_allowed_networks")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for net in v:
+            try:
+                ipaddress.ip_network(net.strip(), strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{net!r} is not a network (CIDR such as 10.0.0.0/8, or an address)") from exc
+        return v
 
     @field_validator("default_time_budget")
     @classmethod
