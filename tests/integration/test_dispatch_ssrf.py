@@ -15,7 +15,7 @@ from tests.integration.test_dispatch_isolation import KEY, Service, _service, ku
 
 @pytest.fixture()
 def strict(db_url: str, tmp_path: Path) -> Iterator[Service]:
-    yield from _service(db_url, tmp_path, secret_key=KEY)  # no BROKER_OUTBOUND_ALLOWED_NETWORKS
+    yield from _service(db_url, tmp_path, secret_key=KEY, outbound_allowed_networks=[])  # public addresses only
 
 
 @pytest.mark.parametrize(
