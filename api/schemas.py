@@ -60,8 +60,23 @@ class PoolOut(BaseModel):
         ),
     )
 
+    # extension: what pods can request on one node (docs/solver.md, "Allocatable capacity");
+    # vcpus and memory_gib stay the instance's raw size
+    allocatable_vcpus: float | None = Field(
+        None, description="vCPUs pods can request on one node: raw size minus the provider's reservations, DaemonSets"
+    )
+    allocatable_memory_gib: float | None = Field(
+        None,
+        description="GiB pods can request on one node: raw size minus reservations, eviction threshold and DaemonSets",
+    )
+
     @classmethod
-    def from_domain(cls, p: Pool, attributes: dict[str, str | bool | int | float] | None = None) -> PoolOut:
+    def from_domain(
+        cls,
+        p: Pool,
+        attributes: dict[str, str | bool | int | float] | None = None,
+        allocatable: tuple[float, float] | None = None,
+    ) -> PoolOut:
         return cls(
             attributes=attributes,
             id=p.id,
@@ -77,6 +92,8 @@ class PoolOut(BaseModel):
             max_nodes=p.max_nodes,
             price_source=p.price_source,
             price_as_of=p.price_as_of,
+            allocatable_vcpus=None if allocatable is None else round(allocatable[0], 4),
+            allocatable_memory_gib=None if allocatable is None else round(allocatable[1], 4),
         )
 
 

@@ -143,7 +143,7 @@ def main() -> None:
         req = parse_request(generate(n)).to_domain()
         problem = PlacementProblem(
             request=req,
-            table=cat.solver_table,
+            table=cat.solver_table(broker.settings.node_overhead()),
             user_rtt=cat.user_rtt(req.user_regions),
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,

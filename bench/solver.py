@@ -126,7 +126,8 @@ def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trac
     req = parse_request(GENERATORS[shape](n)).to_domain()
     problem = PlacementProblem(
         request=req,
-        table=cat.solver_table,  # as the service solves: dominated pools pruned
+        # as the service solves: allocatable capacity, dominated pools pruned
+        table=cat.solver_table(broker.settings.node_overhead()),
         user_rtt=cat.user_rtt(req.user_regions),
         egress_usd_per_gb=cat.egress,
         internet_egress_usd_per_gb=cat.internet_egress,

@@ -120,7 +120,7 @@ class Broker:
         request = sized_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
-        table = cat.table_for(request)
+        table = cat.table_for(request, self.settings.node_overhead())
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,
@@ -215,8 +215,8 @@ class Broker:
         caps = TimeCaps.of(self.settings)
         return time_budget(req.time_limit_s, len(req.workloads), caps, synchronous=synchronous)
 
-    @staticmethod
     def _problem(
+        self,
         request: PlacementRequest,
         cat: Catalog,
         *,
@@ -232,7 +232,7 @@ class Broker:
             user_rtt = apply_measurements(user_rtt, request.user_regions, measured, cat.table.site_index, quantile)
         return PlacementProblem(
             request=request,
-            table=cat.table_for(request) if table is None else table,
+            table=cat.table_for(request, self.settings.node_overhead()) if table is None else table,
             user_rtt=user_rtt,
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,

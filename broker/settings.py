@@ -9,6 +9,10 @@ from platformdirs import user_data_dir
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from broker.core.allocatable import NodeOverhead
+
+MAX_STALE_AFTER_DAYS = 36_500  # a century: any longer means "never stale"
+
 
 def default_data_dir() -> Path:
     return Path(user_data_dir("placement-broker", appauthor=False))
@@ -39,7 +43,12 @@ class Settings(BaseSettings):
     # sized to the largest request the solver is meant to take (20,000 workloads, indented
     # JSON, with room for a running placement): measured in docs/operations.md
     max_body_bytes: int = 16_000_000
-    price_stale_after_days: float = 30.0
+    # bounded: a date that many days back must exist (10**12 days overflowed to a 500)
+    price_stale_after_days: float = Field(30.0, gt=0, le=MAX_STALE_AFTER_DAYS, allow_inf_nan=False)
+    # per node, what DaemonSets request on top of the provider's reservations (docs/solver.md,
+    # "Allocatable capacity"): the solver packs replicas into what is left
+    node_daemonset_vcpus: float = Field(0.1, ge=0, le=1024, allow_inf_nan=False)
+    node_daemonset_memory_gib: float = Field(0.25, ge=0, le=65536, allow_inf_nan=False)
     # live price feeds (docs/pricing.md): credentials come from each SDK's own chain
     azure_subscription_id: str = ""  # set: VM specs from resource SKUs (azure-identity credentials)
     gcp_project: str = ""  # set: machine types from the Compute API (application default credentials)
@@ -78,6 +87,21 @@ class Settings(BaseSettings):
     # machine); empty: tenants may use https:// repositories only
     gitops_file_roots: list[str] = []
     gitops_timeout_s: float = 60.0  # per git command (clone, fetch, push)
+    # networks (CIDRs) tenants' GitOps repositories and kubeconfig API servers may resolve to although
+    # not public (loopback, private, link-local, metadata); empty: public addresses only (docs/dispatch.md)
+    outbound_allowed_networks: list[str] = []
+
+    @field_validator("outbound_allowed_networks")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for net in v:
+            try:
+                ipaddress.ip_network(net.strip(), strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{net!r} is not a network (CIDR such as 10.0.0.0/8, or an address)") from exc
+        return v
 
     @field_validator("default_time_budget")
     @classmethod
@@ -105,6 +129,9 @@ class Settings(BaseSettings):
                 f"({self.job_timeout_s:g}): rq kills a job that runs longer"
             )
         return self
+
+    def node_overhead(self) -> NodeOverhead:
+        return NodeOverhead(self.node_daemonset_vcpus, self.node_daemonset_memory_gib)
 
     def resolved_database_url(self) -> str:
         return self.database_url or default_database_url()

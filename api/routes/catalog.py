@@ -11,8 +11,9 @@ from api.deps import get_broker
 from api.paging import Offset
 from api.schemas import PolicyOut, PoolOut, PoolPage, SiteOut
 from broker.app import Broker
+from broker.core.allocatable import NodeOverhead, allocatable_capacity
 from broker.core.domain import CapacityType
-from broker.core.pooltable import CAPACITY_TYPES
+from broker.core.pooltable import CAPACITY_TYPES, PoolTable
 from broker.core.requirements import Requirement, RequirementError
 from broker.core.residency import BUILTIN_POLICIES
 from broker.core.selector import clauses, parse_clause
@@ -90,7 +91,11 @@ def list_pools(
         pools = [p for p in pools if p.instance_type == instance_type]
     page = pools[offset : offset + limit]
     attrs = t.attributes if selector is not None else None  # built on first use: listings without one skip it
-    items = [PoolOut.from_domain(p, attrs.of(t.pool_index[p.id]) if attrs else None) for p in page]
+    alloc = _allocatable(t, [t.pool_index[p.id] for p in page], broker.settings.node_overhead())
+    items = [
+        PoolOut.from_domain(p, attrs.of(t.pool_index[p.id]) if attrs else None, a)
+        for p, a in zip(page, alloc, strict=True)
+    ]
     return PoolPage(items=items, total=len(pools), limit=limit, offset=offset)
 
 
@@ -109,13 +114,22 @@ def _selector(selector: str | None) -> list[Requirement]:
     return out
 
 
+def _allocatable(t: PoolTable, idx: list[int], overhead: NodeOverhead) -> list[tuple[float, float]]:
+    """Per listed pool, what pods can request on one of its nodes (as the solver counts it)."""
+    i = np.array(idx, dtype=np.int64)
+    cpu, mem = allocatable_capacity(
+        t.raw_vcpus[i], t.raw_memory_gib[i], t.reserved_vcpus[i], t.reserved_memory_gib[i], overhead
+    )
+    return list(zip(cpu.tolist(), mem.tolist(), strict=True))
+
+
 @router.get("/pools/{pool_id:path}", response_model=PoolOut)
 def get_pool(pool_id: str, broker: Annotated[Broker, Depends(get_broker)]) -> PoolOut:
     t = broker.catalog().table
     i = t.pool_index.get(pool_id)
     if i is None:
         raise NotFound(f"pool {pool_id!r} does not exist")
-    return PoolOut.from_domain(t.pools[i], t.attributes.of(i))
+    return PoolOut.from_domain(t.pools[i], t.attributes.of(i), _allocatable(t, [i], broker.settings.node_overhead())[0])
 
 
 @router.get("/policies", response_model=list[PolicyOut])

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +23,7 @@ from platformdirs import user_cache_dir
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from broker.core.allocatable import NodeOverhead, allocatable
 from broker.core.domain import Arch, CapacityType, PlacementRequest, Pool, Site, SiteKind, UserRegion
 from broker.core.instance_attributes import InstanceFacts
 from broker.core.latency import DEFAULT_QUANTILE, LatencyModel
@@ -45,7 +45,8 @@ from pricing.build_snapshot import POOL_COLUMNS
 PUBLIC_PROVIDERS = ("aws", "azure", "gcp")
 _CHUNK = 20_000
 #: Part of the on-disk cache file name: a catalog pickled by code whose classes had another
-#: shape (e.g. the latency model before anchored estimates) must not be loaded.
+#: shape (e.g. the latency model before anchored estimates, pool tables before raw and reserved
+#: sizes) must not be loaded.
 _PICKLE_FORMAT = 3
 
 
@@ -63,19 +64,34 @@ class Catalog:
         default_factory=dict, compare=False, repr=False
     )
 
-    @cached_property
-    def solver_table(self) -> PoolTable:
-        """What placements solve over: the pool table without dominated pools."""
-        return self.table.compact()
+    _tables: dict[tuple[NodeOverhead, bool], PoolTable] = field(default_factory=dict, compare=False, repr=False)
 
-    def table_for(self, request: PlacementRequest) -> PoolTable:
-        """The table a request solves over. A pool another dominates (as large, as cheap) may
-        still be the only one an instance requirement allows (m7i when the m6i is cheaper), so a
-        request with requirements keeps every pool; the solver skips dominated ones only for its
-        workloads without requirements."""
+    def _allocatable(self, overhead: NodeOverhead, *, compact: bool) -> PoolTable:
+        """Each pool at what Kubernetes can allocate on its nodes: the one place raw sizes become
+        allocatable (docs/solver.md, "Allocatable capacity"); compact: dominated pools left out."""
+        key = (overhead, compact)
+        table = self._tables.get(key)
+        if table is None:
+            table = allocatable(self.table, overhead)
+            if compact:
+                table = table.compact()
+            if len(self._tables) > 4:  # one overhead per process (its settings)
+                self._tables.clear()
+            self._tables[key] = table
+        return table
+
+    def solver_table(self, overhead: NodeOverhead) -> PoolTable:
+        """What placements without instance requirements solve over (allocatable, compact)."""
+        return self._allocatable(overhead, compact=True)
+
+    def table_for(self, request: PlacementRequest, overhead: NodeOverhead) -> PoolTable:
+        """The table a request solves over, at allocatable capacity. A pool another dominates (as
+        large, as cheap) may still be the only one an instance requirement allows (m7i when the
+        m6i is cheaper), so a request with requirements keeps every pool; the solver skips
+        dominated ones only for its workloads without requirements."""
         if any(w.requirements for w in request.workloads):
-            return self.table
-        return self.solver_table
+            return self._allocatable(overhead, compact=False)
+        return self.solver_table(overhead)
 
     def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:
         """RTT from every site to each user region (measured where known, else estimated), as

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ class Edge:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            self._settings = Settings()
+            self._settings = load_settings()
         return self._settings
 
     def broker(self) -> Broker:
@@ -39,6 +40,20 @@ class Edge:
     def close(self) -> None:
         if self._broker is not None:
             self._broker.close()
+
+
+def load_settings() -> Settings:
+    """The environment's settings; an invalid BROKER_* variable is a message and exit 2, not a traceback."""
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for e in exc.errors():
+            name = "BROKER_" + "_".join(str(p) for p in e["loc"]).upper()
+            Console(stderr=True).print(f"[red]invalid setting[/red] {name}: {e['msg']}")
+        raise typer.Exit(EXIT_INVALID) from None
 
 
 def edge(ctx: typer.Context) -> Edge:

@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
 
         def prices() -> tuple[dict[str, Site], PoolTable]:
             catalog = broker.catalog()  # the current catalog: a price refresh shows without a restart
-            return catalog.sites, catalog.solver_table
+            return catalog.sites, catalog.solver_table(broker.settings.node_overhead())
 
         dispatcher = KueueDispatcher(
             api,

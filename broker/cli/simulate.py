@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Replay a fleet at 5-minute steps under each policy. Exit codes: 0 done, 2 invalid input."""
-        from broker.settings import Settings
+        from broker.cli.context import load_settings
         from broker.simulate.fleet import parse_fleet
         from broker.simulate.load import read_document, snapshot_parts, traces
         from broker.simulate.metrics import summary_frame
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
                     days=days,
                     seed=seed,
                     progress=tick,
-                    solver_options=solver_options(Settings()),
+                    solver_options=solver_options(load_settings()),
                 )
         except InvalidRequest as exc:
             print_invalid(exc, "fleet")

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from broker.core.domain import Arch, CapacityType, Pool, Site
 from broker.core.pool_attributes import FactsByType, PoolAttributes, PoolColumns, build_pool_attributes, coded
+from broker.core.reservations import reserved
 
 CAPACITY_TYPES: tuple[CapacityType, ...] = tuple(CapacityType)
 ARCHES: tuple[Arch, ...] = tuple(Arch)
@@ -34,13 +35,19 @@ class PoolTable:
     site_idx: IntArray
     cap_idx: IntArray  # index into CAPACITY_TYPES
     arch_idx: IntArray  # index into ARCHES
-    vcpus: FloatArray
+    vcpus: FloatArray  # per node: what pods may request (allocatable) once allocatable.py ran, else raw
     memory_gib: FloatArray
     gpus: FloatArray
     gpu_model: npt.NDArray[np.object_]
     price: FloatArray
     max_nodes: FloatArray  # inf = unbounded
     dominated: BoolArray  # never useful: a same-site pool is at least as large and as cheap
+    # per node: the instance's own size (power, interruption risk and listings use it) and what
+    # its managed Kubernetes reserves (reservations.py); allocatable.py derives vcpus/memory_gib
+    raw_vcpus: FloatArray
+    raw_memory_gib: FloatArray
+    reserved_vcpus: FloatArray
+    reserved_memory_gib: FloatArray
     # per site
     site_provider: npt.NDArray[np.object_]
     site_lat: FloatArray
@@ -64,8 +71,9 @@ class PoolTable:
                 site_idx=self.site_idx,
                 arch=coded(self.arch_idx, [a.value for a in ARCHES]),
                 capacity_type=coded(self.cap_idx, [c.value for c in CAPACITY_TYPES]),
-                vcpus=self.vcpus,
-                memory_gib=self.memory_gib,
+                # an instance type's own size, as requirements name it (not what pods allocate)
+                vcpus=self.raw_vcpus,
+                memory_gib=self.raw_memory_gib,
                 gpus=self.gpus,
                 gpu_model=self.gpu_model,
             )
@@ -100,6 +108,10 @@ class PoolTable:
             price=self.price[idx],
             max_nodes=self.max_nodes[idx],
             dominated=self.dominated[idx],
+            raw_vcpus=self.raw_vcpus[idx],
+            raw_memory_gib=self.raw_memory_gib[idx],
+            reserved_vcpus=self.reserved_vcpus[idx],
+            reserved_memory_gib=self.reserved_memory_gib[idx],
             pruned=self.pruned + self.n_pools - len(idx),
             attributes_box=[],
         )
@@ -129,7 +141,12 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsB
         dtype=np.float64,
         count=len(pool_list),
     )
-    dominated = _dominated(site_idx, cap_idx, arch_idx, gpu_model, vcpus, mem, gpus, price, max_nodes)
+    site_provider = np.array([s.provider for s in site_list], dtype=object)
+    res_cpu, res_mem = reserved(site_provider[site_idx].tolist(), [p.instance_type for p in pool_list], vcpus, mem)
+    # on what pods can use: a per-node overhead setting shifts every pool alike, so this holds for any
+    dominated = _dominated(
+        site_idx, cap_idx, arch_idx, gpu_model, vcpus - res_cpu, mem - res_mem, gpus, price, max_nodes
+    )
     return PoolTable(
         sites=site_list,
         pools=pool_list,
@@ -145,7 +162,11 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsB
         price=price,
         max_nodes=max_nodes,
         dominated=dominated,
-        site_provider=np.array([s.provider for s in site_list], dtype=object),
+        raw_vcpus=vcpus,
+        raw_memory_gib=mem,
+        reserved_vcpus=res_cpu,
+        reserved_memory_gib=res_mem,
+        site_provider=site_provider,
         site_lat=np.array([np.nan if s.lat is None else s.lat for s in site_list], dtype=np.float64),
         site_lon=np.array([np.nan if s.lon is None else s.lon for s in site_list], dtype=np.float64),
         facts=facts or {},

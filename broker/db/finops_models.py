@@ -47,6 +47,8 @@ class LedgerItemRow(Base):
     list_unit_price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
     cost_per_hour: Mapped[float] = mapped_column(Float)
     baseline_cost_per_hour: Mapped[float] = mapped_column(Float)
+    # the node on demand at the negotiated price (FOCUS ContractedUnitPrice of committed rows)
+    contracted_unit_price_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 Index(

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,6 +27,7 @@ from broker.access.secretbox import SecretBox
 from broker.db.dispatch_models import ClusterRow
 from broker.db.session import transaction
 from broker.dispatch import kubeconfig
+from broker.dispatch.addresses import check_outbound, default_port
 from broker.dispatch.documents import ClusterIn
 from broker.dispatch.manifests import Target
 from broker.dispatch.policy import TargetPolicy
@@ -131,6 +133,20 @@ def _refuse_paths(doc: ClusterIn, loc: list[Any]) -> None:
             )
 
 
+def _check_api_servers(doc: dict[str, Any], policy: TargetPolicy, where: list[Any]) -> None:
+    """Every API server a tenant's kubeconfig names must be a public address (or operator-allowed)."""
+    for i, entry in enumerate(doc.get("clusters") or []):
+        server = urlsplit(str((entry.get("cluster") or {}).get("server") or ""))
+        at = [*where, "clusters", i, "cluster", "server"]
+        port = default_port(server.scheme, server.port)
+        check_outbound(server.hostname or "", port, policy.allowed_networks, at, "kubeconfig_content")
+
+
+def _check_repo_host(url: RepoUrl, policy: TargetPolicy, loc: list[Any]) -> None:
+    parts = urlsplit(url.display)
+    check_outbound(parts.hostname or "", default_port("https", parts.port), policy.allowed_networks, loc, "gitops_repo")
+
+
 def _exists(sessions: sessionmaker[Session], tenant: str, name: str) -> None:
     with sessions() as s:
         if s.get(ClusterRow, (tenant, name)) is not None:
@@ -177,9 +193,13 @@ def add_cluster(
         content = doc.kubeconfig_content
         parsed = kubeconfig.parse_text(content, where, "kubeconfig_content") if isinstance(content, str) else content
         kubeconfig.check(parsed, doc.context, where, what="kubeconfig_content", self_contained=True)
+        if not operator:
+            _check_api_servers(parsed, policy, where)
         row.kubeconfig_sealed = policy.box.seal(json.dumps(parsed, separators=(",", ":")))
     else:
         url = parse_repo_url(doc.gitops_repo or "", policy, [*loc, "gitops_repo"])
+        if url.scheme == "https" and not operator:
+            _check_repo_host(url, policy, [*loc, "gitops_repo"])
         row.gitops_repo = url.display
         row.gitops_branch = check_branch(doc.gitops_branch or "main", [*loc, "gitops_branch"])
         row.gitops_path = check_repo_path(doc.gitops_path or "", [*loc, "gitops_path"]) or None

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from broker.dispatch.addresses import check_outbound, default_port
 from broker.dispatch.base import ApplyFailed
 from broker.dispatch.clusters import Cluster
 from broker.dispatch.manifests import PREFIX, ClusterBundle, dns_label, to_yaml
@@ -92,6 +93,10 @@ class GitOpsDispatcher:
             url = RepoUrl(cluster.gitops_repo or "", secret, urlsplit(cluster.gitops_repo or "").scheme)
             if url.scheme == "file":  # the operator may have narrowed the roots since registration
                 self.policy.file_repo(unquote(urlsplit(url.display).path), ["gitops_repo"])
+            else:  # and a repository's host may resolve elsewhere now than at registration
+                parts = urlsplit(url.display)
+                port = default_port("https", parts.port)
+                check_outbound(parts.hostname or "", port, self.policy.allowed_networks, ["gitops_repo"], "gitops_repo")
             work = self.policy.workspace(cluster.tenant, cluster.name)
         except BrokerError as exc:
             raise ApplyFailed(cluster.name, exc.detail) from exc

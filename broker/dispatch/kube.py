@@ -12,8 +12,10 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from broker.dispatch import kubeconfig
+from broker.dispatch.addresses import default_port, outbound_problem
 from broker.dispatch.base import FIELD_MANAGER, ApplyFailed
 from broker.dispatch.clusters import Cluster
 from broker.dispatch.manifests import MANAGED_BY, PREFIX, ClusterBundle
@@ -89,6 +91,12 @@ class KubernetesDispatcher:
             )
         except (ConfigException, OSError, ValueError, TypeError, AttributeError) as exc:
             raise ApplyFailed(cluster.name, f"the stored kubeconfig cannot be loaded: {_why(exc)}") from exc
+        # again at each connection: the name may resolve elsewhere now than at registration
+        server = urlsplit(str(conf.host))
+        port = default_port(server.scheme, server.port)
+        why = outbound_problem(server.hostname or "", port, self.policy.allowed_networks)
+        if why is not None:
+            raise ApplyFailed(cluster.name, f"the API server is refused: {why}")
 
     def _call(self, cluster: str, what: str, fn: Callable[[], T]) -> T:
         from kubernetes.client.exceptions import ApiException

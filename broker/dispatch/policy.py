@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.access.secretbox import SecretBox
+from broker.dispatch.addresses import IPNetwork, parse_networks
 from broker.errors import InvalidRequest
 from broker.settings import Settings
 
@@ -37,6 +38,8 @@ class TargetPolicy:
     data_dir: Path
     box: SecretBox
     git_timeout_s: float = 60.0
+    # where tenants' repositories and API servers may resolve although not public (addresses.py)
+    allowed_networks: tuple[IPNetwork, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TargetPolicy:
@@ -48,6 +51,7 @@ class TargetPolicy:
             data_dir=data,
             box=SecretBox.from_settings(settings),
             git_timeout_s=settings.gitops_timeout_s,
+            allowed_networks=parse_networks(settings.outbound_allowed_networks),
         )
 
     @property

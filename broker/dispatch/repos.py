@@ -61,7 +61,8 @@ def parse_repo_url(raw: str, policy: TargetPolicy, loc: list[Any]) -> RepoUrl:
         raise bad("must be an https:// URL (or file:// under a root the operator allowed); ssh is not offered")
     if not host or url.query or url.fragment:
         raise bad("must be https://HOST/PATH without a query or fragment")
-    netloc = host if url.port is None else f"{host}:{url.port}"
+    bare = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+    netloc = bare if url.port is None else f"{bare}:{url.port}"
     display = urlunsplit(("https", netloc, url.path, "", ""))
     secret = raw if (url.username or url.password) else None
     return RepoUrl(display, secret, "https")
@@ -106,7 +107,8 @@ class Git:
                 "GIT_COMMITTER_EMAIL": "placement-broker@localhost",
             }
         )
-        config = {"commit.gpgsign": "false", "core.hooksPath": os.devnull}
+        # no redirects: a public host must not forward the server to an address it may not reach
+        config = {"commit.gpgsign": "false", "core.hooksPath": os.devnull, "http.followRedirects": "false"}
         if url.secret is not None:
             parts = urlsplit(url.secret)
             user, password = unquote(parts.username or ""), unquote(parts.password or "")

@@ -7,13 +7,15 @@ broker adds are prefixed `x_` as the specification asks.
 
 Modelling choices (see docs/finops.md):
 - Catalog prices are effective hourly rates, so BilledCost = EffectiveCost
-  (reservations billed hourly as a no-upfront commitment would be). Contracted
-  prices exclude commitment discounts (FOCUS 1.2): on a committed (reserved)
-  row ContractedUnitPrice is the node type's on-demand price at the site and
-  ContractedCost = ContractedUnitPrice x PricingQuantity, so ContractedCost -
-  EffectiveCost is what the commitment saves. Elsewhere they equal the price paid.
-- ListCost prices the same node type at the site's on-demand rate where the
-  catalog sells one, so ListCost - EffectiveCost is the spot/reservation discount.
+  (reservations billed hourly as a no-upfront commitment would be).
+- ListUnitPrice is the public on-demand list price of the node type at the site
+  (as the provider's feed gave it, before any negotiated discount rule), and
+  ListCost = ListUnitPrice x PricingQuantity: ListCost - EffectiveCost is every
+  discount (negotiated, spot, commitment) together.
+- Contracted prices include negotiated discounts and exclude commitment discounts
+  (FOCUS 1.2): on a committed (reserved) row ContractedUnitPrice is the node type's
+  on-demand price at the negotiated rate, so ContractedCost - EffectiveCost is what
+  the commitment saves; elsewhere they equal the price paid.
 - PricingCategory: ondemand -> Standard, spot -> Dynamic, reserved -> Committed.
 """
 
@@ -313,7 +315,10 @@ def _compute_columns(row: dict[str, Any], e: LedgerEntry, res: _Resource, hours:
     first = res.items[0]
     nodes = first.quantity
     unit = first.unit_price_per_hour
-    listed = max(first.list_unit_price_per_hour, unit)
+    listed = max(first.list_unit_price_per_hour, unit)  # a list price is never below the price paid
+    # the same node on demand at the negotiated rate (items recorded before it was kept: the list price)
+    negotiated = first.contracted_unit_price_per_hour
+    contracted_ondemand = min(listed, max(negotiated, unit)) if negotiated is not None else listed
     category = PRICING_CATEGORY.get(capacity, "Other")
     row.update(
         ChargeDescription=f"{int(nodes)} x {instance_type} ({capacity}) at {site} for {e.name}",
@@ -340,7 +345,9 @@ def _compute_columns(row: dict[str, Any], e: LedgerEntry, res: _Resource, hours:
     )
     if category == "Committed":
         # the price the contract gives without the commitment: the same node on demand
-        row.update(ContractedUnitPrice=dec(listed), ContractedCost=dec(listed * nodes * hours))
+        row.update(
+            ContractedUnitPrice=dec(contracted_ondemand), ContractedCost=dec(contracted_ondemand * nodes * hours)
+        )
         row.update(
             CommitmentDiscountId=pool,
             CommitmentDiscountName=f"{instance_type} reserved at {site}",

@@ -78,9 +78,13 @@ class LedgerItem:
     pool: str | None
     quantity: float  # compute: nodes of the pool in the whole plan; storage: GiB
     unit_price_per_hour: float  # price of one node (compute items)
-    list_unit_price_per_hour: float  # on-demand price of the same node type, where the catalog has it
+    # the public on-demand list price of the same node type (before negotiated discounts), where known
+    list_unit_price_per_hour: float
     cost_per_hour: float
     baseline_cost_per_hour: float
+    # the same node on demand at the tenant's negotiated price (what a commitment is measured against);
+    # None on items recorded before it was kept
+    contracted_unit_price_per_hour: float | None = None
 
     @property
     def capacity_type(self) -> str:
@@ -125,8 +129,11 @@ def items_from_placement(
     entry: LedgerEntry,
     placement: Placement,
     list_price: Callable[[str], float | None] = lambda _pool: None,
+    contracted_price: Callable[[str], float | None] = lambda _pool: None,
 ) -> list[LedgerItem]:
-    """Split a placement into items whose costs add up to its cost_per_hour."""
+    """Split a placement into items whose costs add up to its cost_per_hour. `list_price(pool)`:
+    the public on-demand list price of the pool's node type; `contracted_price(pool)`: the same
+    node on demand at the negotiated price (discount rules applied)."""
     teams = _teams(placement.request)
     gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in placement.request.get("workloads", [])}
     nodes = {n.pool: (n.count, n.cost_per_hour) for n in placement.result.nodes}
@@ -145,6 +152,7 @@ def items_from_placement(
         portion = _compute_share(a) / total if total > 0 else 1.0 / users[a.pool]
         unit = pool_cost / count if count else 0.0
         listed = list_price(a.pool)
+        contracted = contracted_price(a.pool)
         raw.append(
             dict(
                 kind="compute",
@@ -154,6 +162,7 @@ def items_from_placement(
                 qty=count,
                 unit=unit,
                 list_unit=listed if listed is not None else unit,
+                contracted_unit=contracted,
                 cost=pool_cost * portion,
             )
         )
@@ -208,6 +217,7 @@ def items_from_placement(
             list_unit_price_per_hour=float(r["list_unit"]),
             cost_per_hour=float(r["cost"]),
             baseline_cost_per_hour=float(r["cost"]) * ratio,
+            contracted_unit_price_per_hour=r.get("contracted_unit"),
         )
         for i, r in enumerate(raw)
     ]

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.db.finops_models import LedgerEntryRow, LedgerItemRow
 from broker.db.models import Base, PoolRow
 from broker.db.placement_models import PlacementRow, as_utc, load_placements
+from broker.db.price_models import ListPriceRow
 from broker.db.session import transaction
 from broker.finops.ledger import (
     LedgerEntry,
@@ -35,14 +36,21 @@ _CHUNK = 500
 utc = as_utc  # naive SQLite datetimes are UTC
 
 
-def _list_prices(session: Session, pools: Iterable[str]) -> dict[str, float]:
+def _list_prices(session: Session, pools: Iterable[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per on-demand pool: (the public list price the feed gave, before any discount rule; the
+    negotiated price the catalog charges now). A pool no discount ever touched has one price."""
     wanted = sorted({ondemand_counterpart(p) for p in pools})
-    out: dict[str, float] = {}
+    listed: dict[str, float] = {}
+    negotiated: dict[str, float] = {}
     for i in range(0, len(wanted), _CHUNK):
         chunk = wanted[i : i + _CHUNK]
         rows = session.execute(select(PoolRow.id, PoolRow.price_per_hour).where(PoolRow.id.in_(chunk)))
-        out.update({str(r[0]): float(r[1]) for r in rows})
-    return out
+        negotiated.update({str(r[0]): float(r[1]) for r in rows})
+        feed = session.execute(
+            select(ListPriceRow.pool_id, ListPriceRow.price_per_hour).where(ListPriceRow.pool_id.in_(chunk))
+        )
+        listed.update({str(r[0]): float(r[1]) for r in feed})
+    return {**negotiated, **listed}, negotiated
 
 
 def sync(factory: sessionmaker[Session]) -> int:
@@ -51,13 +59,18 @@ def sync(factory: sessionmaker[Session]) -> int:
         missing = load_placements(s, ~exists().where(LedgerEntryRow.placement_id == PlacementRow.id))
         if not missing:
             return 0
-        prices = _list_prices(s, (a.pool for m in missing for a in m.result.assignments))
+        listed, negotiated = _list_prices(s, (a.pool for m in missing for a in m.result.assignments))
     entries: list[LedgerEntry] = []
     items: list[LedgerItem] = []
     for m in missing:
         entry = entry_from_placement(m)
         entries.append(entry)
-        items += items_from_placement(entry, m, lambda p: prices.get(ondemand_counterpart(p)))
+        items += items_from_placement(
+            entry,
+            m,
+            lambda p: listed.get(ondemand_counterpart(p)),
+            lambda p: negotiated.get(ondemand_counterpart(p)),
+        )
     try:
         with transaction(factory) as s:
             for i in range(0, len(entries), _CHUNK):
@@ -125,6 +138,7 @@ def _entry_row(e: LedgerEntry) -> dict[str, Any]:
 _ITEM_FIELDS = (
     "placement_id", "line", "kind", "workload", "team", "provider", "site", "pool", "quantity",
     "unit_price_per_hour", "list_unit_price_per_hour", "cost_per_hour", "baseline_cost_per_hour",
+    "contracted_unit_price_per_hour",
 )  # fmt: skip
 
 

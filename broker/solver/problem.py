@@ -59,4 +59,4 @@ class PlacementProblem:
 
     def node_power_kw(self) -> FloatArray:
         t = self.table
-        return (t.vcpus * W_PER_VCPU + t.memory_gib * W_PER_GIB) * PUE / 1000.0
+        return (t.raw_vcpus * W_PER_VCPU + t.raw_memory_gib * W_PER_GIB) * PUE / 1000.0

@@ -67,6 +67,8 @@ def _service(db_url: str, tmp_path: Path, **settings: Any) -> Iterator[Service]:
     dirs = {n: tmp_path / n for n in ("remotes", "data", "operator", "outside")}
     for d in dirs.values():
         d.mkdir()
+    # the fake API servers here listen on loopback: the operator allows it (test_dispatch_ssrf.py: not)
+    settings.setdefault("outbound_allowed_networks", ["127.0.0.0/8"])
     b = open_broker(
         db_url,
         auth="required",
@@ -82,6 +84,7 @@ def _service(db_url: str, tmp_path: Path, **settings: Any) -> Iterator[Service]:
 
 @pytest.fixture()
 def svc(db_url: str, tmp_path: Path) -> Iterator[Service]:
+    # the fake API servers and remotes here listen on loopback: the operator allows it
     yield from _service(db_url, tmp_path, secret_key=KEY)
 
 
@@ -384,7 +387,7 @@ def test_keys_rotate_without_losing_stored_credentials(
 
     old, new = KEY, Fernet.generate_key().decode()
     for s in _service(db_url, tmp_path, secret_key=old):
-        r = s.cluster(s.alpha, "k", "aws:eu-central-1", kubeconfig_content=kubeconfig("http://x:1"))
+        r = s.cluster(s.alpha, "k", "aws:eu-central-1", kubeconfig_content=kubeconfig("http://127.0.0.1:1"))
         assert r.status_code == 201, r.text
     monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
     monkeypatch.setenv("BROKER_SECRET_KEY", f"{new},{old}")  # step 1: the new key in front

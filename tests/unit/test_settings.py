@@ -1,12 +1,17 @@
 """Settings are validated when they are built (at the edge): the solver's time caps against the
-timeouts that would cut them, and the default budget's curve."""
+timeouts that would cut them, the default budget's curve, and values that would fail later, deep
+in a request (as a 500), refused with a clear error."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
-from broker.settings import Settings
+from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.main import app
+from broker.core.allocatable import NodeOverhead
+from broker.settings import MAX_STALE_AFTER_DAYS, Settings
 
 
 def test_defaults_are_valid_and_fit_their_timeouts() -> None:
@@ -43,3 +48,34 @@ def test_caps_and_the_budget_curve_come_from_the_environment(monkeypatch: pytest
 def test_invalid_time_settings_are_refused(fields: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         Settings(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("days", [10**12, float("inf"), 0, -1])
+def test_price_stale_after_days_out_of_range_is_refused_naming_it(days: float) -> None:
+    with pytest.raises(ValidationError) as exc:
+        Settings(price_stale_after_days=days)
+    assert exc.value.errors()[0]["loc"] == ("price_stale_after_days",)
+
+
+def test_the_largest_accepted_staleness_still_has_a_date() -> None:
+    from datetime import UTC, datetime
+
+    from broker.catalog.prices import stale_sources
+
+    s = Settings(price_stale_after_days=MAX_STALE_AFTER_DAYS)
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    assert stale_sources({"aws": "2026-01-01"}, max_age_days=s.price_stale_after_days, now=now) == {}
+
+
+def test_the_cli_says_which_setting_is_wrong_and_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_PRICE_STALE_AFTER_DAYS", str(10**12))
+    result = CliRunner().invoke(app, ["pricing", "status"])
+    assert result.exit_code == EXIT_INVALID
+    assert "BROKER_PRICE_STALE_AFTER_DAYS" in result.output and "Traceback" not in result.output
+
+
+def test_node_overhead_comes_from_settings_and_refuses_negatives() -> None:
+    assert Settings(node_daemonset_vcpus=0.2, node_daemonset_memory_gib=0.5).node_overhead() == NodeOverhead(0.2, 0.5)
+    assert Settings().node_overhead() == NodeOverhead()
+    with pytest.raises(ValidationError):
+        Settings(node_daemonset_memory_gib=-1)

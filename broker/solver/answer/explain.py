@@ -419,7 +419,7 @@ def _heads(starts: IntArray, stops: IntArray) -> tuple[IntArray, IntArray]:
 def _breakdown(t: PoolTable, p: int, compute: float, storage: float) -> dict[str, float]:
     out = {"compute": round(compute, 6), "storage": round(storage, 6)}
     if int(t.cap_idx[p]) == SPOT:
-        risk = interruption_risk_month(str(t.site_provider[int(t.site_idx[p])]), float(t.vcpus[p]))
+        risk = interruption_risk_month(str(t.site_provider[int(t.site_idx[p])]), float(t.raw_vcpus[p]))
         out["spot_interruption_risk_month"] = round(risk, 4)
         out["risk_adjusted_compute"] = round(risk_adjusted(compute, risk), 6)
     return out

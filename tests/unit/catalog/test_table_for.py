@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from broker.catalog.store import Catalog
+from broker.core.allocatable import NodeOverhead
 from broker.core.domain import PlacementRequest, Workload
 from broker.core.requirements import Requirement
 from tests.unit.solver.support.typed_catalog import typed_table
@@ -29,6 +30,9 @@ def test_requests_with_requirements_keep_the_dominated_pools() -> None:
             Workload("b", 1, 1.0, 1.0, requirements=(Requirement.parse("arch", "In", ["arm64"]),)),
         ),
     )
-    assert cat.table_for(plain) is cat.solver_table
-    assert cat.solver_table.n_pools < cat.table.n_pools  # the m7i pools are dominated here
-    assert cat.table_for(with_req) is cat.table
+    o = NodeOverhead()
+    assert cat.table_for(plain, o) is cat.solver_table(o)
+    assert cat.solver_table(o).n_pools < cat.table.n_pools  # the m7i pools are dominated here
+    full = cat.table_for(with_req, o)
+    assert full.n_pools == cat.table.n_pools  # every pool, at allocatable capacity
+    assert (full.vcpus < full.raw_vcpus).all() and np.array_equal(full.raw_vcpus, cat.table.vcpus)

@@ -196,3 +196,38 @@ def test_contracted_prices_exclude_the_commitment_discount() -> None:
         if r["ContractedUnitPrice"] is not None and r["PricingQuantity"] is not None:
             expected = float(r["ContractedUnitPrice"]) * float(r["PricingQuantity"])  # type: ignore[arg-type]
             assert float(r["ContractedCost"]) == pytest.approx(expected, rel=1e-6), r["SkuPriceId"]  # type: ignore[arg-type]
+
+
+def test_list_price_is_public_and_contracted_price_is_negotiated() -> None:
+    """A negotiated discount: the on-demand node lists at 0.25 publicly and costs 0.2 under the
+    contract. ListUnitPrice is the public 0.25 on every compute row; ContractedUnitPrice is what
+    the contract charges on demand (0.2), also on a committed row, whose effective price is 0.12."""
+    ri_pool = "aws:eu-central-1/m6i.xlarge/reserved"
+    od_pool = "aws:eu-central-1/m6i.xlarge/ondemand"
+    p = replace(
+        PLACEMENT,
+        result=replace(
+            PLACEMENT.result,
+            nodes=(*PLACEMENT.result.nodes, NodeAllocation(ri_pool, 1, 0.12), NodeAllocation(od_pool, 1, 0.2)),
+            assignments=(
+                *PLACEMENT.result.assignments,
+                assignment("a", ri_pool, 1, 0.12, breakdown={"compute": 0.12}),
+                assignment("a", od_pool, 1, 0.2, breakdown={"compute": 0.2}),
+            ),
+            cost_per_hour=1.32,
+        ),
+    )
+    e = entry_from_placement(p)
+    items = items_from_placement(
+        e, p, lambda pool: 0.25 if "m6i" in pool else None, lambda pool: 0.2 if "m6i" in pool else None
+    )
+    rows = focus_rows([e], items, start=T0 - timedelta(days=1), end=T0 + timedelta(hours=30))
+    by_pool = {str(r["SkuPriceId"]): r for r in rows}
+    od, ri = by_pool[od_pool], by_pool[ri_pool]
+    assert float(od["ListUnitPrice"]) == pytest.approx(0.25)  # type: ignore[arg-type]
+    assert float(od["ContractedUnitPrice"]) == pytest.approx(0.2)  # type: ignore[arg-type]
+    assert float(ri["ListUnitPrice"]) == pytest.approx(0.25)  # type: ignore[arg-type]
+    assert float(ri["ContractedUnitPrice"]) == pytest.approx(0.2)  # type: ignore[arg-type]
+    q = float(ri["PricingQuantity"])  # type: ignore[arg-type]
+    assert float(ri["ContractedCost"]) == pytest.approx(0.2 * q)  # type: ignore[arg-type]
+    assert float(ri["ListCost"]) == pytest.approx(0.25 * q)  # type: ignore[arg-type]

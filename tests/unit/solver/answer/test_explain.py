@@ -158,3 +158,31 @@ def test_a_pool_shared_with_other_workloads_says_so() -> None:
     # a cheaper pool at another site would put their traffic on the wire
     if a.preferred_over["pool"].split("/")[0] != "gcp:europe-west1":
         assert "egress: traffic with b" in a.preferred_over["because"]
+
+
+def test_a_one_site_request_sharing_a_node_has_no_runner_up_elsewhere() -> None:
+    """tiny rides on huge's big node although a small node is cheaper at the same site, and no
+    other site exists: the explanation names the cheaper pool it passed over, and no next best
+    (this raised KeyError -1 once, a 500 on a request the latency tests make)."""
+    from broker.core.domain import Arch, PlacementRequest, Pool, Site, SiteKind
+    from broker.core.pooltable import build_pool_table
+    from broker.solver import PlacementProblem, solve
+
+    site = Site("aws:us-east-1", "aws", SiteKind.PUBLIC, "us-east-1", "US", ("US",), 38.9, -77.0)
+    pools = [
+        Pool(Pool.make_id(site.id, n, CapacityType.ONDEMAND), site.id, n, CapacityType.ONDEMAND, Arch.AMD64,
+             v, m, 0, None, price, None, "aws", "2026-01-01")
+        for n, v, m, price in (("small", 2, 4, 0.08), ("big", 16, 64, 0.70))
+    ]  # fmt: skip
+    req = PlacementRequest(
+        name="r",
+        workloads=(
+            Workload(name="huge", cpu=14, memory_gib=40, replicas=1),
+            Workload(name="tiny", cpu=1, memory_gib=2, replicas=1),
+        ),
+    )
+    result = solve(PlacementProblem(request=req, table=build_pool_table([site], pools)), time_limit_s=10)
+    tiny = next(a for a in result.assignments if a.workload == "tiny")
+    assert tiny.pool.endswith("/big/ondemand") and tiny.explanation.next_best is None
+    assert tiny.explanation.preferred_over is not None
+    assert tiny.explanation.preferred_over["pool"] == "aws:us-east-1/small/ondemand"
