@@ -1,0 +1,82 @@
+"""The baselines an answer is compared with, named and priced (solve.py reports them).
+
+The headline (`baseline`, which `savings_pct` compares with) is what the user would otherwise
+run: for a re-plan the placement in force, kept as it is; otherwise the home cloud's Kubernetes
+packer (home.py). The per-workload greedy, which shares no node, follows as a second figure, and
+the same packer let loose on every pool the request allows (every site, spot where tolerated: the
+search's start) as a third, the strictest comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from broker.core.domain import Baseline
+from broker.solver.baselines.costs import greedy_cost, kubernetes_packer_cost, packer_cost, priced
+from broker.solver.baselines.home import KUBERNETES_PACKER, KUBERNETES_PACKER_DESCRIPTION
+from broker.solver.costs import placement_nodes
+from broker.solver.prepare.candidates import Prepared
+from broker.solver.problem import PlacementProblem
+from broker.solver.types import Placement
+
+GREEDY = "greedy-cheapest-fit"
+GREEDY_DESCRIPTION = (
+    "each workload alone on its cheapest feasible offer across every allowed site and capacity type "
+    "(SkyPilot-style), sharing no node with other workloads"
+)
+ANYWHERE = "kubernetes-packer-any-site"
+ANYWHERE_DESCRIPTION = (
+    "the kubernetes-packer's scheduler and autoscaler over every pool the request allows: every "
+    "allowed site, provider and capacity type (spot where tolerated), requests as solved"
+)
+IN_FORCE = "placement-in-force"
+IN_FORCE_DESCRIPTION = (
+    "the placement running now (the request's `current`, or the stored placement a re-plan "
+    "replaces), every replica left where it runs, priced at today's prices"
+)
+
+
+def in_force(
+    problem: PlacementProblem, prep: Prepared, usable_now: Sequence[tuple[int, int, int]], current_total: float
+) -> float | None:
+    """USD/h of keeping the running placement, when it still runs the whole request: every
+    workload's replicas on pools still offered (None otherwise: nothing to keep as it is)."""
+    workloads = prep.workloads
+    if not usable_now or sum(r for _, _, r in usable_now) != current_total:
+        return None
+    x: Placement = {}
+    per_w = [0] * len(workloads)
+    for k, p, r in usable_now:
+        x[(k, p)] = x.get((k, p), 0) + r
+        per_w[k] += r
+    if any(n != wd.w.replicas for n, wd in zip(per_w, workloads, strict=True)):
+        return None
+    t = problem.table
+    return priced(problem, workloads, x, placement_nodes(workloads, x, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus))
+
+
+def _rounded(cost: float | None) -> float | None:
+    return None if cost is None else round(cost, 6)
+
+
+def baselines(
+    problem: PlacementProblem,
+    prep: Prepared,
+    greedy: Placement | None,
+    anywhere: tuple[Placement, dict[int, int]] | None,
+    usable_now: Sequence[tuple[int, int, int]],
+    current_total: float,
+) -> tuple[Baseline, ...]:
+    """(headline, greedy, packer on any site): see the module. `anywhere` is the packer's answer
+    over every allowed pool (None: not built, the figure is left out)."""
+    kept = in_force(problem, prep, usable_now, current_total)
+    if kept is not None:
+        head = Baseline(IN_FORCE, _rounded(kept), IN_FORCE_DESCRIPTION)
+    else:
+        packer = kubernetes_packer_cost(problem, prep)
+        head = Baseline(KUBERNETES_PACKER, _rounded(packer), KUBERNETES_PACKER_DESCRIPTION)
+    cheapest = None if greedy is None else greedy_cost(problem, prep.workloads, greedy)
+    out: tuple[Baseline, ...] = (head, Baseline(GREEDY, _rounded(cheapest), GREEDY_DESCRIPTION))
+    if anywhere is not None:
+        out += (Baseline(ANYWHERE, _rounded(packer_cost(problem, prep.workloads, *anywhere)), ANYWHERE_DESCRIPTION),)
+    return out
