@@ -117,6 +117,8 @@ def _entry_row(e: LedgerEntry) -> dict[str, Any]:
         "cost_per_hour": e.cost_per_hour,
         "baseline_cost_per_hour": e.baseline_cost_per_hour,
         "has_baseline": e.has_baseline,
+        "baseline_policy": e.baseline_policy,
+        "greedy_cost_per_hour": e.greedy_cost_per_hour,
         "savings_per_hour": e.savings_per_hour,
         "savings_per_month": e.savings_per_month,
     }
@@ -125,6 +127,7 @@ def _entry_row(e: LedgerEntry) -> dict[str, Any]:
 _ITEM_FIELDS = (
     "placement_id", "line", "kind", "workload", "team", "provider", "site", "pool", "quantity",
     "unit_price_per_hour", "list_unit_price_per_hour", "cost_per_hour", "baseline_cost_per_hour",
+    "greedy_cost_per_hour",
 )  # fmt: skip
 
 
@@ -155,6 +158,8 @@ def load(
                 cost_per_hour=r.cost_per_hour,
                 baseline_cost_per_hour=r.baseline_cost_per_hour,
                 has_baseline=r.has_baseline,
+                baseline_policy=r.baseline_policy,
+                greedy_cost_per_hour=r.greedy_cost_per_hour,
             )
             for r in s.execute(
                 select(
@@ -162,6 +167,8 @@ def load(
                     LedgerEntryRow.cost_per_hour,
                     LedgerEntryRow.baseline_cost_per_hour,
                     LedgerEntryRow.has_baseline,
+                    LedgerEntryRow.baseline_policy,
+                    LedgerEntryRow.greedy_cost_per_hour,
                 ).where(_window(tenant, start, end))
             )
         ]
@@ -172,7 +179,8 @@ def load(
             .join(LedgerEntryRow, LedgerEntryRow.placement_id == LedgerItemRow.placement_id)
             .where(_window(tenant, start, end))
         )
-        items = [LedgerItem(*r) for r in rows]
+        # a NULL greedy share is read as the item's cost (no savings claimed against it)
+        items = [LedgerItem(*(*r[:-1], r[-1] if r[-1] is not None else r[-2])) for r in rows]
     return entries, items
 
 
