@@ -120,7 +120,9 @@ class Broker:
         request = sized_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
-        table = cat.table_for(request)
+        # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
+        # placement in force, is priced on them
+        table = cat.table_for(request, keep=current.keys() if current else ())
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,

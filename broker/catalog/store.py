@@ -12,7 +12,7 @@ import pickle
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -68,14 +68,15 @@ class Catalog:
         """What placements solve over: the pool table without dominated pools."""
         return self.table.compact()
 
-    def table_for(self, request: PlacementRequest) -> PoolTable:
+    def table_for(self, request: PlacementRequest, keep: Collection[str] = ()) -> PoolTable:
         """The table a request solves over. A pool another dominates (as large, as cheap) may
         still be the only one an instance requirement allows (m7i when the m6i is cheaper), so a
         request with requirements keeps every pool; the solver skips dominated ones only for its
-        workloads without requirements."""
+        workloads without requirements. `keep`: pools kept even when dominated (a placement in
+        force runs on them: its baseline prices them; never candidates)."""
         if any(w.requirements for w in request.workloads):
             return self.table
-        return self.solver_table
+        return self.table.compact(keep=keep) if keep else self.solver_table
 
     def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:
         """RTT from every site to each user region (measured where known, else estimated), as

@@ -473,7 +473,10 @@ class PlacementOut(BaseModel):
     lower_bound_per_hour: float
     gap_pct: float
     baseline: BaselineOut = Field(
-        description="the headline baseline: the home cloud's Kubernetes packer, or for a re-plan the placement in force"
+        description="the headline baseline, what the user would otherwise run: `kubernetes-packer` (Kubernetes "
+        "on the home cloud: on-demand nodes, declared requests, kube-scheduler packing), or for a re-plan "
+        "`placement-in-force` (the running placement kept as it is); placements stored before this "
+        "extension name `greedy-cheapest-fit`"
     )
     savings_pct: float | None = Field(
         description="(1 - cost_per_hour / baseline.cost_per_hour) x 100, rounded to 0.01; null without a baseline cost"

@@ -175,7 +175,7 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         k8s = kubernetes_filter_score(workloads, arrays)
         if k8s is not None:
             starts.append(_to_classes(k8s[0], _of))
-    priced = baselines(problem, prep, baseline or None, k8s, usable_now, current_total)
+    priced = baselines(problem, prep, baseline or None, k8s, current)
     return SearchInput(classes, _of, mi, starts, usable_now, current_total, priced)
 
 

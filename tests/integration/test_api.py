@@ -135,6 +135,22 @@ def test_place_dry_run_follows_the_contract(shared_client: TestClient) -> None:
     assert doc["packing"]["nodes"] == sum(n["count"] for n in doc["nodes"])
 
 
+def test_savings_pct_is_against_the_kubernetes_packer_and_greedy_is_second(shared_client: TestClient) -> None:
+    doc = shared_client.post("/v1/placements", json=checkout()).json()
+    base = doc["baseline"]
+    assert base["policy"] == "kubernetes-packer" and "on-demand" in base["description"]
+    assert doc["savings_pct"] == pytest.approx((1 - doc["cost_per_hour"] / base["cost_per_hour"]) * 100, abs=0.01)
+    head, greedy, *_ = doc["baselines"]
+    assert head == {**base, "savings_pct": doc["savings_pct"]}
+    assert greedy["policy"] == "greedy-cheapest-fit"
+    assert greedy["savings_pct"] == pytest.approx((1 - doc["cost_per_hour"] / greedy["cost_per_hour"]) * 100, abs=0.01)
+    # the definitions are in the OpenAPI descriptions
+    schemas = shared_client.get("/openapi.json").json()["components"]["schemas"]
+    out = next(v for k, v in schemas.items() if k.startswith("PlacementOut"))
+    assert "kubernetes-packer" in out["properties"]["baseline"]["description"]
+    assert "1 - cost_per_hour / baseline.cost_per_hour" in out["properties"]["savings_pct"]["description"]
+
+
 @pytest.mark.both_backends
 def test_placements_are_stored_listed_and_fetched(client: TestClient) -> None:
     doc = {**checkout(), "dry_run": False, "name": "stored one"}

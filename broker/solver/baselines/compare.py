@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.core.domain import Baseline
+from broker.core.pooltable import BoolArray
 from broker.solver.baselines.costs import greedy_cost, kubernetes_packer_cost, packer_cost, priced
 from broker.solver.baselines.home import KUBERNETES_PACKER, KUBERNETES_PACKER_DESCRIPTION
 from broker.solver.costs import placement_nodes
 from broker.solver.prepare.candidates import Prepared
+from broker.solver.prepare.filters import combine
 from broker.solver.problem import PlacementProblem
 from broker.solver.types import Placement
 
@@ -36,17 +38,21 @@ IN_FORCE_DESCRIPTION = (
 )
 
 
-def in_force(
-    problem: PlacementProblem, prep: Prepared, usable_now: Sequence[tuple[int, int, int]], current_total: float
-) -> float | None:
-    """USD/h of keeping the running placement, when it still runs the whole request: every
-    workload's replicas on pools still offered (None otherwise: nothing to keep as it is)."""
+def in_force(problem: PlacementProblem, prep: Prepared, running: Sequence[tuple[int, int, int]]) -> float | None:
+    """USD/h of keeping the running placement (`running`: workload, pool or -1 when gone,
+    replicas), when it still runs the whole request: every workload's replicas on pools still
+    offered that its constraints allow (a dominated pool is fine: it runs). None otherwise."""
     workloads = prep.workloads
-    if not usable_now or sum(r for _, _, r in usable_now) != current_total:
+    if not running:
         return None
     x: Placement = {}
     per_w = [0] * len(workloads)
-    for k, p, r in usable_now:
+    allowed: dict[int, BoolArray] = {}
+    for k, p, r in running:
+        if k not in allowed:
+            allowed[k] = combine(prep.masks_by_w[k], problem.table.n_pools)
+        if p < 0 or not allowed[k][p]:
+            return None
         x[(k, p)] = x.get((k, p), 0) + r
         per_w[k] += r
     if any(n != wd.w.replicas for n, wd in zip(per_w, workloads, strict=True)):
@@ -64,12 +70,11 @@ def baselines(
     prep: Prepared,
     greedy: Placement | None,
     anywhere: tuple[Placement, dict[int, int]] | None,
-    usable_now: Sequence[tuple[int, int, int]],
-    current_total: float,
+    running: Sequence[tuple[int, int, int]],
 ) -> tuple[Baseline, ...]:
     """(headline, greedy, packer on any site): see the module. `anywhere` is the packer's answer
     over every allowed pool (None: not built, the figure is left out)."""
-    kept = in_force(problem, prep, usable_now, current_total)
+    kept = in_force(problem, prep, running)
     if kept is not None:
         head = Baseline(IN_FORCE, _rounded(kept), IN_FORCE_DESCRIPTION)
     else:
