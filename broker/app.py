@@ -135,6 +135,8 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         measured = MeasurementStore(self.sessions).for_tenant(tenant)
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
+        if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
+            problem = replace(problem, declared=rightsizing.declared.to_domain())
         result = solve(problem, time_limit_s=time_limit.seconds, options=solver_options(self.settings))
         if (capped := time_limit.warning(TimeCaps.of(self.settings).async_s)) is not None:
             result = replace(result, warnings=(*result.warnings, capped))

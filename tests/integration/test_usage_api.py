@@ -102,6 +102,9 @@ def test_placement_sized_from_a_stored_series(client: TestClient, broker: Broker
     ).json()
     assert declared["rightsizing"] is None
     assert declared["cost_per_hour"] == pytest.approx(rs["declared_cost_per_hour"], rel=1e-6)
+    # the kubernetes-packer baseline runs the declared requests, sized or not: the same figure
+    assert doc["baseline"]["policy"] == "kubernetes-packer"
+    assert doc["baseline"] == declared["baseline"]
 
 
 def test_inline_history_without_a_model_uses_the_documented_fallback(client: TestClient) -> None:
