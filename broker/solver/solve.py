@@ -22,6 +22,7 @@ from broker.solver.answer.nodes import node_assignments, packing_report, packing
 from broker.solver.answer.packing import Capacities, pack_placement
 from broker.solver.baselines.compare import baselines
 from broker.solver.baselines.greedy import greedy_cheapest_fit
+from broker.solver.baselines.home import KUBERNETES_PACKER
 from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost
@@ -175,7 +176,10 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         k8s = kubernetes_filter_score(workloads, arrays)
         if k8s is not None:
             starts.append(_to_classes(k8s[0], _of))
-    priced = baselines(problem, prep, baseline or None, k8s, current)
+    if opts.price_baselines:
+        priced = baselines(problem, prep, baseline or None, k8s, current)
+    else:
+        priced = (Baseline(KUBERNETES_PACKER, None, "not computed (SolverOptions.price_baselines off)"),)
     return SearchInput(classes, _of, mi, starts, usable_now, current_total, priced)
 
 

@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from broker.core.domain import CapacityType, Workload
-from broker.solver import solve
+from broker.solver import SolverOptions, solve
 from broker.solver.baselines.compare import ANYWHERE, GREEDY, IN_FORCE
 from broker.solver.baselines.costs import usd_arrays
 from broker.solver.baselines.home import KUBERNETES_PACKER, home_workloads
@@ -84,3 +84,9 @@ def test_a_partial_placement_in_force_is_no_baseline() -> None:
     res = solve(dataclasses.replace(base, current={"aws:eu-central-1/large/ondemand": {"web": 2}}), time_limit_s=10)
     assert res.baseline.policy == KUBERNETES_PACKER
     assert res.baseline.cost_per_hour == pytest.approx(2 * SMALL_US_EAST, abs=1e-6)
+
+
+def test_callers_that_read_no_savings_can_skip_the_baselines() -> None:
+    res = solve(problem([Workload("web", 4, 1, 2)]), time_limit_s=10, options=SolverOptions(price_baselines=False))
+    assert (res.baseline.policy, res.baseline.cost_per_hour, res.savings_pct) == (KUBERNETES_PACKER, None, None)
+    assert len(res.baselines) == 1
