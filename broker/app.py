@@ -122,7 +122,8 @@ class Broker:
         self._check_references(req_in, cat)
         # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
         # placement in force, is priced on them
-        table = cat.table_for(request, keep=current.keys() if current else ())
+        running = {*(current or {}), *(pool for _w, pool, _r in request.current)}
+        table = cat.table_for(request, keep=running)
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,
