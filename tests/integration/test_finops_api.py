@@ -195,6 +195,15 @@ def test_cli_export_focus(
     assert bad.exit_code == 2
 
 
+def test_cli_savings_names_both_baselines(ledger: dict[str, Any], fin_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", fin_db)
+    monkeypatch.setenv("COLUMNS", "200")
+    r = CliRunner().invoke(cli, ["finops", "savings", "--group-by", "tenant"])
+    assert r.exit_code == 0, r.output
+    assert "against kubernetes-packer" in r.stdout and "against greedy-cheapest-fit" in r.stdout
+    assert "vs greedy/month" in r.stdout
+
+
 def test_dashboard_shows_actual_demand_from_usage_history(
     client: TestClient, fin_broker: Broker, ledger: dict[str, Any]
 ) -> None:
