@@ -11,15 +11,27 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from broker.db.session import downgrade, make_engine, migrate, session_factory
+from broker.db.session import alembic_config, downgrade, make_engine, migrate, session_factory
 from broker.finops import store as ledger_store
 from broker.placements.documents import placement_document
 from broker.placements.store import PlacementStore
 from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
 
 CREATED = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def _before_0018() -> str:
+    """The revision migration 0018 follows (the merger re-chains it when main adds migrations)."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    honest = next(r for r in script.walk_revisions() if str(r.path).endswith("_honest_savings.py"))
+    assert isinstance(honest.down_revision, str)
+    return honest.down_revision
+
+
+BEFORE = _before_0018()
 COST, GREEDY = 0.5, 2.0
 
 
@@ -65,7 +77,7 @@ def _write_0014_rows(engine: Engine) -> None:
 
 
 def test_old_ledger_rows_keep_greedy_as_second_figure_and_claim_no_headline_savings(url: str) -> None:
-    migrate(url, "0014")
+    migrate(url, BEFORE)
     engine = make_engine(url)
     try:
         _write_0014_rows(engine)
@@ -82,7 +94,7 @@ def test_old_ledger_rows_keep_greedy_as_second_figure_and_claim_no_headline_savi
         assert doc["baseline"] == {"policy": "greedy-cheapest-fit", "cost_per_hour": GREEDY}
         assert doc["savings_pct"] == 75.0 and "baselines" not in doc
 
-        downgrade(url, "0014")
+        downgrade(url, BEFORE)
         with engine.connect() as c:
             row = c.execute(sa.text("SELECT baseline_cost_per_hour, has_baseline, savings_per_hour FROM finops_ledger"))
             assert tuple(row.one()) == (GREEDY, True, pytest.approx(GREEDY - COST))
