@@ -195,8 +195,10 @@ def test_cli_export_focus(
     assert bad.exit_code == 2
 
 
-def test_cli_savings_names_both_baselines(ledger: dict[str, Any], fin_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BROKER_DATABASE_URL", fin_db)
+def test_cli_savings_names_both_baselines(
+    ledger: dict[str, Any], module_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
     monkeypatch.setenv("COLUMNS", "200")
     r = CliRunner().invoke(cli, ["finops", "savings", "--group-by", "tenant"])
     assert r.exit_code == 0, r.output
