@@ -120,7 +120,10 @@ class Broker:
         request = sized_in.to_domain()
         cat = self.catalog()
         self._check_references(req_in, cat)
-        table = cat.table_for(request, self.settings.node_overhead())
+        # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
+        # placement in force, is priced on them
+        running = {*(current or {}), *(pool for _w, pool, _r in request.current)}
+        table = cat.table_for(request, self.settings.node_overhead(), keep=running)
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,
@@ -133,6 +136,8 @@ class Broker:
             table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         measured = MeasurementStore(self.sessions).for_tenant(tenant)
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
+        if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
+            problem = replace(problem, declared=rightsizing.declared.to_domain())
         result = solve(problem, time_limit_s=time_limit.seconds, options=solver_options(self.settings))
         if (capped := time_limit.warning(TimeCaps.of(self.settings).async_s)) is not None:
             result = replace(result, warnings=(*result.warnings, capped))

@@ -37,8 +37,9 @@ PLACEMENTS = Counter(
 )
 SAVINGS = Counter(
     "broker_savings_usd_per_hour_total",
-    "Baseline cost minus placed cost (USD per hour), summed over the placements this server stored since it "
-    "started; totals over all stored placements: GET /v1/savings",
+    "Headline baseline cost (kubernetes-packer, or the placement in force for a re-plan) minus placed cost "
+    "(USD per hour), summed over the placements this server stored since it started; totals over all stored "
+    "placements: GET /v1/savings",
 )
 COST = Counter(
     "broker_placed_cost_usd_per_hour_total",

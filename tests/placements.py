@@ -45,6 +45,7 @@ def placement(
     created_at: datetime | None = None,
     cost_per_hour: float | None = None,
     baseline_cost_per_hour: float | None = None,
+    greedy_cost_per_hour: float | None = None,
     egress_cost_per_hour: float = 0.0,
 ) -> Placement:
     """A placement of these assignments (and nodes: pool, count, cost); its cost defaults to theirs."""
@@ -55,11 +56,15 @@ def placement(
         cost_per_hour=cost,
         lower_bound_per_hour=cost,
         gap_pct=0.0,
-        baseline=Baseline("greedy-cheapest-fit", baseline_cost_per_hour),
+        baseline=Baseline("kubernetes-packer", baseline_cost_per_hour),
         savings_pct=None,
         solve_ms=1,
         nodes=tuple(NodeAllocation(p, n, c) for p, n, c in nodes),
         assignments=tuple(assignments),
         egress_cost_per_hour=egress_cost_per_hour,
+        baselines=(
+            Baseline("kubernetes-packer", baseline_cost_per_hour),
+            Baseline("greedy-cheapest-fit", greedy_cost_per_hour),
+        ),
     )
     return Placement(name=name, tenant=tenant, result=result, request=dict(request or {}), id=id, created_at=created_at)

@@ -64,15 +64,31 @@
     tenantSel.value = p.tenant;
     const t = d.totals;
     setKpi("#kpi-cost-h", t.cost_per_hour, usd(t.cost_per_hour, 3) + "/h");
+    // the headline compares with what the user would otherwise run (the first baseline named by
+    // the server); the per-workload greedy is a second figure, never the headline
+    const head = d.baselines[0];
+    const greedy = d.baselines[d.baselines.length - 1];
+    $("#baseline-name").textContent = head.policy;
+    $("#baseline-name").title = head.description;
     setKpi("#kpi-base-h", t.baseline_cost_per_hour, usd(t.baseline_cost_per_hour, 3) + "/h");
+    $("#kpi-base-name").textContent = head.policy;
+    $("#kpi-base-name").title = head.description;
     setKpi("#kpi-save-m", t.savings_per_month, usd(t.savings_per_month, 0) + "/mo");
-    $("#kpi-save-pct").textContent = t.savings_pct == null ? "per month" : `${t.savings_pct.toFixed(1)}% below baseline`;
+    $("#kpi-save-pct").textContent = t.savings_pct == null ? "per month" : `${t.savings_pct.toFixed(1)}% below ${head.policy}`;
+    const g = $("#kpi-greedy");
+    g.textContent = t.greedy_savings_pct == null ? "" :
+      `vs ${greedy.policy}: ${t.greedy_savings_pct.toFixed(1)}% (${usd(t.greedy_savings_per_month, 0)}/mo)`;
+    g.title = greedy.description;
+    g.dataset.value = String(t.greedy_savings_pct);
+    const nb = $("#kpi-nobase");
+    nb.hidden = !t.placements_without_baseline;
+    nb.textContent = `${t.placements_without_baseline} placement(s) without a ${head.policy} figure: no savings claimed`;
     setKpi("#kpi-cost", t.cost, usd(t.cost));
-    $("#kpi-saved").textContent = `saved ${usd(t.savings)} vs baseline`;
+    $("#kpi-saved").textContent = `saved ${usd(t.savings)} vs ${head.policy}`;
     setKpi("#kpi-count", t.placements, String(t.placements));
     $("#kpi-window").textContent = `${d.from.slice(0, 10)} → ${d.to.slice(0, 10)}`;
 
-    seriesChart(d.series);
+    seriesChart(d.series, head.policy, greedy.policy);
     groupChart("provider", d.by.provider, true);
     groupChart("tenant", d.by.tenant, false);
     groupChart("team", d.by.team, false);
@@ -102,7 +118,7 @@
     plugins: { legend: { position: "bottom", labels: { boxWidth: 12, font: { size: 11 } } } },
   });
 
-  function seriesChart(s) {
+  function seriesChart(s, headName, greedyName) {
     const labels = s.points.map((pt) => pt.start.slice(0, 10));
     const opts = baseOptions();
     opts.interaction = { mode: "index", intersect: false };
@@ -113,12 +129,14 @@
       data: {
         labels,
         datasets: [
-          { label: "Baseline (greedy)", data: s.points.map((pt) => pt.baseline_cost), borderColor: "#9aa5b8",
+          { label: `Baseline (${headName})`, data: s.points.map((pt) => pt.baseline_cost), borderColor: "#9aa5b8",
             backgroundColor: "rgba(154,165,184,.15)", borderDash: [5, 4], pointRadius: 0, fill: false, tension: 0.2 },
           { label: "Broker placements", data: s.points.map((pt) => pt.cost), borderColor: COLORS.cost,
             backgroundColor: "rgba(47,111,237,.12)", pointRadius: 0, fill: true, tension: 0.2 },
           { label: "Savings", data: s.points.map((pt) => pt.savings), borderColor: COLORS.savings,
             backgroundColor: "rgba(19,163,110,.0)", pointRadius: 0, fill: false, tension: 0.2 },
+          { label: `Second figure: ${greedyName}`, data: s.points.map((pt) => pt.greedy_baseline_cost),
+            borderColor: "#c9ced8", borderDash: [2, 3], borderWidth: 1, pointRadius: 0, fill: false, tension: 0.2 },
         ],
       },
       options: opts,
@@ -248,10 +266,12 @@
             (a.preferred_over ? `; preferred over <code>${esc(a.preferred_over.pool)}</code> (${usd(a.preferred_over.saving_per_hour, 4)}/h less alone) for the plan: ${a.preferred_over.because.map(esc).join(", ")}` : "") +
             `</li>`)
           .join("");
-        const pct = r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%";
+        const pct = (r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%") +
+          (r.greedy_savings_pct == null ? "" : ` <small class="greedy">(${r.greedy_savings_pct.toFixed(1)}%)</small>`);
         return `<tr data-id="${esc(r.id)}"><td>${esc(String(r.created_at).slice(0, 16).replace("T", " "))}</td>` +
           `<td>${esc(r.name)}</td><td>${esc(r.tenant)}</td><td class="num">${usd(r.cost_per_hour, 4)}</td>` +
-          `<td class="num">${usd(r.baseline_cost_per_hour, 4)}</td><td class="num savings-pos">${pct}</td>` +
+          `<td class="num">${usd(r.baseline_cost_per_hour, 4)}<span class="baseline-policy">${esc(r.baseline_policy)}</span></td>` +
+          `<td class="num savings-pos">${pct}</td>` +
           `<td><details><summary>${r.assignments.length} assignments</summary><ul>${why}</ul></details></td></tr>`;
       })
       .join("");

@@ -12,7 +12,7 @@ import pickle
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,13 +84,16 @@ class Catalog:
         """What placements without instance requirements solve over (allocatable, compact)."""
         return self._allocatable(overhead, compact=True)
 
-    def table_for(self, request: PlacementRequest, overhead: NodeOverhead) -> PoolTable:
+    def table_for(self, request: PlacementRequest, overhead: NodeOverhead, keep: Collection[str] = ()) -> PoolTable:
         """The table a request solves over, at allocatable capacity. A pool another dominates (as
         large, as cheap) may still be the only one an instance requirement allows (m7i when the
         m6i is cheaper), so a request with requirements keeps every pool; the solver skips
-        dominated ones only for its workloads without requirements."""
+        dominated ones only for its workloads without requirements. `keep`: pools kept even when
+        dominated (a placement in force runs on them: its baseline prices them; never candidates)."""
         if any(w.requirements for w in request.workloads):
             return self._allocatable(overhead, compact=False)
+        if keep:
+            return self._allocatable(overhead, compact=False).compact(keep=keep)
         return self.solver_table(overhead)
 
     def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:

@@ -41,7 +41,7 @@ def render_table(console: Console, doc: dict[str, Any]) -> None:
     console.print(
         f"cost {_money(doc['cost_per_hour'])}/h ({_money(doc['cost_per_hour'] * 730)}/month)  "
         f"lower bound {_money(doc['lower_bound_per_hour'])}/h  gap {doc['gap_pct']:.2f}%  "
-        f"baseline {_money(base)}/h  savings {savings}%  "
+        f"baseline ({doc['baseline']['policy']}) {_money(base)}/h  savings {savings}%  "
         f"solved in {doc['solve_ms']} ms"
     )
     nodes = doc.get("nodes") or []
@@ -190,6 +190,12 @@ def render_markdown(
         f"| {_money(cost)} | {_money(cost * HOURS_PER_MONTH)} | {_money(base)} | "
         f"{_money(None if saved_h is None else saved_h * HOURS_PER_MONTH)} | {_pct(doc['savings_pct'])} | "
         f"{_money(doc['lower_bound_per_hour'])} | {doc['gap_pct']:.2f}% |",
+        "",
+        f"Baseline: `{doc['baseline']['policy']}`"
+        + "".join(
+            f"; `{b['policy']}` {_money(b['cost_per_hour'])}/h ({_pct(b['savings_pct'])})"
+            for b in (doc.get("baselines") or [])[1:]
+        ),
         "",
     ]
     warnings = doc.get("warnings") or []

@@ -246,8 +246,18 @@ class PackingReport:
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
+    """What a placement is compared with: a named policy and what it would cost (None: it could
+    not place the request, or was not computed)."""
+
     policy: str
     cost_per_hour: float | None
+    description: str = ""
+
+    def savings_pct(self, cost_per_hour: float) -> float | None:
+        """1 - cost / baseline, in percent (None without a positive baseline cost)."""
+        if not self.cost_per_hour or self.cost_per_hour <= 0:
+            return None
+        return round((self.cost_per_hour - cost_per_hour) / self.cost_per_hour * 100.0, 2)
 
 
 class StopReason(StrEnum):
@@ -283,3 +293,6 @@ class PlacementResult:
     # placements stored before they were recorded
     stop_reason: str | None = None
     time_limit_s: float | None = None
+    # every baseline priced, `baseline` (the headline, which savings_pct compares with) first;
+    # empty for placements stored before there was more than one
+    baselines: tuple[Baseline, ...] = ()

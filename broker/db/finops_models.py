@@ -24,8 +24,12 @@ class LedgerEntryRow(Base):
     # when a newer placement of the same tenant and name replaced this one (None: still current)
     superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     cost_per_hour: Mapped[float] = mapped_column(Float)
+    # the headline baseline (what the user would otherwise run); equals cost_per_hour when unknown
     baseline_cost_per_hour: Mapped[float] = mapped_column(Float)
     has_baseline: Mapped[bool] = mapped_column(Boolean)
+    # kubernetes-packer | placement-in-force; NULL: not computed (placements stored before 0018)
+    baseline_policy: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    greedy_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)  # NULL: greedy found none
     savings_per_hour: Mapped[float] = mapped_column(Float)
     savings_per_month: Mapped[float] = mapped_column(Float)
 
@@ -47,6 +51,7 @@ class LedgerItemRow(Base):
     list_unit_price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
     cost_per_hour: Mapped[float] = mapped_column(Float)
     baseline_cost_per_hour: Mapped[float] = mapped_column(Float)
+    greedy_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)  # NULL read as cost
     # the node on demand at the negotiated price (FOCUS ContractedUnitPrice of committed rows)
     contracted_unit_price_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
 

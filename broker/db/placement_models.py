@@ -242,6 +242,9 @@ class PlacementRow(Base):
     baseline_policy: Mapped[str] = mapped_column(String(80))
     baseline_cost_per_hour: Mapped[float | None] = mapped_column(Float, nullable=True)
     savings_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # every baseline priced, the headline first: [{policy, cost_per_hour, description}];
+    # NULL for placements stored before 0018 (their one baseline is the header's)
+    baselines: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     solve_ms: Mapped[int] = mapped_column(Integer)
     # the solver's time limit and why it stopped; NULL on placements stored before revision 0020
     time_limit_s: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -288,7 +291,16 @@ class PlacementRow(Base):
             packed.setdefault(node.pool, []).append(node)
         return cls(
             **to_columns(cls, p),
-            **{**to_columns(cls, r), "packing": dataclasses.asdict(r.packing) if r.packing else None},
+            **{
+                **to_columns(cls, r),
+                "packing": dataclasses.asdict(r.packing) if r.packing else None,
+                # every baseline priced, the headline first; NULL for placements stored before 0018
+                "baselines": [
+                    {"policy": b.policy, "cost_per_hour": b.cost_per_hour, "description": b.description}
+                    for b in r.baselines
+                ]
+                or None,
+            },
             **to_columns(cls, r.baseline, prefix="baseline_"),
             **to_columns(cls, prices, rename=_SNAPSHOT_COLUMNS),
             **to_columns(cls, sizing, prefix="sizing_"),
@@ -308,7 +320,13 @@ class PlacementRow(Base):
         result = from_columns(
             PlacementResult,
             h,
-            baseline=from_columns(Baseline, h, prefix="baseline_"),
+            baseline=from_columns(
+                Baseline,
+                h,
+                prefix="baseline_",
+                description=str(h.baselines[0]["description"]) if h.baselines else "",
+            ),
+            baselines=tuple(Baseline(**b) for b in h.baselines or ()),
             nodes=tuple(PlacementPoolRow.to_domain(n) for n in pools),
             assignments=tuple(PlacementAssignmentRow.to_domain(a) for a in children.assignments),
             node_assignments=tuple(a for n in pools for a in PlacementPoolRow.node_assignments(n)),

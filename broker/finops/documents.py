@@ -16,30 +16,67 @@ from broker.core.domain import HOURS_PER_MONTH, Site
 from broker.core.placement import Placement
 from broker.finops.ledger import Figures, GroupFigures, SeriesPoint
 from broker.finops.service import Dashboard, PriceAge, SavingsReport
+from broker.solver.baselines.compare import (
+    ANYWHERE,
+    ANYWHERE_DESCRIPTION,
+    GREEDY,
+    GREEDY_DESCRIPTION,
+    IN_FORCE,
+    IN_FORCE_DESCRIPTION,
+)
+from broker.solver.baselines.home import KUBERNETES_PACKER, KUBERNETES_PACKER_DESCRIPTION
+
+HEADLINE = (
+    "the headline baseline: what the user would otherwise run, a Kubernetes-style packer over every "
+    "pool the request allows (kubernetes-packer), for a re-plan the placement in force"
+)
+
+
+def _pct(saved: float, base: float) -> float | None:
+    return round(saved / base * 100, 2) if base > 0 else None
 
 
 class FiguresOut(BaseModel):
     placements: int
     cost_per_hour: float
-    baseline_cost_per_hour: float
-    savings_per_hour: float
+    baseline_cost_per_hour: float = Field(
+        description=f"{HEADLINE}; a placement whose baseline is unknown counts its own cost"
+    )
+    savings_per_hour: float = Field(description="baseline_cost_per_hour - cost_per_hour")
     savings_per_month: float
-    savings_pct: float | None
+    savings_pct: float | None = Field(description="(1 - cost_per_hour / baseline_cost_per_hour) x 100")
     cost: float
-    baseline_cost: float
+    baseline_cost: float = Field(description=f"accrued in the window: {HEADLINE}")
     savings: float
+    placements_without_baseline: int = Field(
+        0,
+        description="placements whose headline baseline is unknown (stored before it was computed, or it "
+        "could not place the request): their own cost is counted as baseline, no savings claimed",
+    )
+    greedy_baseline_cost_per_hour: float = Field(
+        0.0,
+        description="second figure: the greedy-cheapest-fit baseline (each workload alone on its cheapest "
+        "offer, sharing no node); a placement where it is unknown counts its own cost",
+    )
+    greedy_savings_per_month: float = 0.0
+    greedy_savings_pct: float | None = Field(None, description="(1 - cost / greedy_baseline_cost) per hour, x 100")
+    greedy_baseline_cost: float = Field(0.0, description="the greedy-cheapest-fit baseline accrued in the window")
 
     @classmethod
     def values(cls, f: Figures) -> dict[str, Any]:
+        greedy_saved = f.greedy_cost_per_hour - f.cost_per_hour
         return {
+            "placements_without_baseline": f.without_baseline,
+            "greedy_baseline_cost_per_hour": round(f.greedy_cost_per_hour, 6),
+            "greedy_savings_per_month": round(greedy_saved * HOURS_PER_MONTH, 2),
+            "greedy_savings_pct": _pct(greedy_saved, f.greedy_cost_per_hour),
+            "greedy_baseline_cost": round(f.greedy_cost, 4),
             "placements": f.placements,
             "cost_per_hour": round(f.cost_per_hour, 6),
             "baseline_cost_per_hour": round(f.baseline_cost_per_hour, 6),
             "savings_per_hour": round(f.savings_per_hour, 6),
             "savings_per_month": round(f.savings_per_hour * HOURS_PER_MONTH, 2),
-            "savings_pct": round(f.savings_per_hour / f.baseline_cost_per_hour * 100, 2)
-            if f.baseline_cost_per_hour > 0
-            else None,
+            "savings_pct": _pct(f.savings_per_hour, f.baseline_cost_per_hour),
             "cost": round(f.cost, 4),
             "baseline_cost": round(f.baseline_cost, 4),
             "savings": round(f.savings, 4),
@@ -74,6 +111,23 @@ class SiteGroupOut(GroupOut):
         )
 
 
+class BaselineNameOut(BaseModel):
+    policy: str
+    description: str
+
+
+BASELINES = [
+    BaselineNameOut(policy=ANYWHERE, description=ANYWHERE_DESCRIPTION),
+    BaselineNameOut(policy=IN_FORCE, description=f"for a re-plan: {IN_FORCE_DESCRIPTION}"),
+    BaselineNameOut(policy=KUBERNETES_PACKER, description=f"in `baselines`: {KUBERNETES_PACKER_DESCRIPTION}"),
+    BaselineNameOut(policy=GREEDY, description=f"second figure (greedy_*): {GREEDY_DESCRIPTION}"),
+]
+
+
+def _baselines() -> list[BaselineNameOut]:
+    return [b.model_copy() for b in BASELINES]
+
+
 class SavingsOut(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
@@ -82,6 +136,11 @@ class SavingsOut(BaseModel):
     tenant: str | None
     group_by: str
     currency: str = "USD"
+    baselines: list[BaselineNameOut] = Field(
+        default_factory=_baselines,
+        description="the baselines the figures compare with: baseline_* is the first (the second for a "
+        "re-plan), greedy_* the last",
+    )
     totals: FiguresOut
     groups: list[GroupOut]
 
@@ -102,6 +161,7 @@ class SeriesPointOut(BaseModel):
     cost: float
     baseline_cost: float
     savings: float
+    greedy_baseline_cost: float = 0.0
 
     @classmethod
     def from_domain(cls, p: SeriesPoint) -> SeriesPointOut:
@@ -110,6 +170,7 @@ class SeriesPointOut(BaseModel):
             cost=round(p.cost, 4),
             baseline_cost=round(p.baseline_cost, 4),
             savings=round(p.baseline_cost - p.cost, 4),
+            greedy_baseline_cost=round(p.greedy_cost, 4),
         )
 
 
@@ -137,8 +198,10 @@ class LatestOut(BaseModel):
     created_at: str | None
     status: str
     cost_per_hour: float
+    baseline_policy: str
     baseline_cost_per_hour: float | None
     savings_pct: float | None
+    greedy_savings_pct: float | None = None  # the second figure, where the placement has it
     assignments: list[LatestAssignmentOut]
 
     @classmethod
@@ -151,8 +214,12 @@ class LatestOut(BaseModel):
             created_at=p.created_at.isoformat() if p.created_at else None,
             status=r.status,
             cost_per_hour=r.cost_per_hour,
+            baseline_policy=r.baseline.policy,
             baseline_cost_per_hour=r.baseline.cost_per_hour,
             savings_pct=r.savings_pct,
+            greedy_savings_pct=next(
+                (b.savings_pct(r.cost_per_hour) for b in r.baselines[1:] if b.policy == GREEDY), None
+            ),
             assignments=[
                 LatestAssignmentOut(
                     workload=a.workload,
@@ -202,6 +269,7 @@ class DashboardOut(BaseModel):
     to: str
     tenant: str | None
     currency: str = "USD"
+    baselines: list[BaselineNameOut] = Field(default_factory=_baselines)
     totals: FiguresOut
     series: SeriesOut
     by: ByOut

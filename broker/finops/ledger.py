@@ -2,23 +2,29 @@
 
 A stored placement is a plan that runs from its `created_at` until a newer
 placement of the same tenant and name replaces it. Its cost accrues over that
-interval; so does what the baseline (a greedy per-workload scheduler) would
-have cost. The plan's cost is split into items (compute per workload and pool,
-storage per workload and site, inter-site egress per workload) so it can be
-grouped by provider, site, tenant or team; the baseline, which is only known
-for the whole plan, is allocated to the items in proportion to their cost.
+interval; so does what the baseline would have cost: the placement's headline
+baseline (what the user would otherwise run: the home cloud's Kubernetes packer,
+or for a re-plan the placement in force), and as a second figure the greedy
+per-workload scheduler that shares no node. The plan's cost is split into items
+(compute per workload and pool, storage per workload and site, inter-site egress
+per workload) so it can be grouped by provider, site, tenant or team; each
+baseline, which is only known for the whole plan, is allocated to the items in
+proportion to their cost. A baseline that is unknown (not computed for
+placements stored before it existed, or it could not place the request) counts
+the plan's own cost: no savings are claimed against it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from broker.core.domain import HOURS_PER_MONTH, Assignment
 from broker.core.placement import Placement
+from broker.solver.baselines.compare import GREEDY
 
 GROUP_BYS: tuple[str, ...] = (
     "provider",
@@ -45,8 +51,15 @@ class LedgerEntry:
     created_at: datetime
     superseded_at: datetime | None
     cost_per_hour: float
-    baseline_cost_per_hour: float  # equals cost_per_hour when the baseline could not place it
+    baseline_cost_per_hour: float  # the headline baseline; equals cost_per_hour when unknown
     has_baseline: bool
+    # kubernetes-packer | placement-in-force; None: not computed (stored before it existed)
+    baseline_policy: str | None = None
+    greedy_cost_per_hour: float | None = None  # the greedy-cheapest-fit figure; None: unknown
+
+    @property
+    def greedy_or_cost(self) -> float:
+        return self.greedy_cost_per_hour if self.greedy_cost_per_hour is not None else self.cost_per_hour
 
     @property
     def savings_per_hour(self) -> float:
@@ -82,6 +95,7 @@ class LedgerItem:
     list_unit_price_per_hour: float
     cost_per_hour: float
     baseline_cost_per_hour: float
+    greedy_cost_per_hour: float  # the greedy baseline's share (the item's cost when unknown)
     # the same node on demand at the tenant's negotiated price (what a commitment is measured against);
     # None on items recorded before it was kept
     contracted_unit_price_per_hour: float | None = None
@@ -101,7 +115,22 @@ def entry_from_placement(p: Placement) -> LedgerEntry:
     if p.id is None or p.created_at is None:
         raise ValueError("only a stored placement has a ledger entry")
     cost = p.result.cost_per_hour
-    base = p.result.baseline.cost_per_hour
+    head = p.result.baseline
+    if head.policy == GREEDY:  # stored before the headline baseline existed: greedy was its only one
+        return LedgerEntry(
+            placement_id=p.id,
+            tenant=p.tenant,
+            name=p.name,
+            created_at=p.created_at,
+            superseded_at=None,
+            cost_per_hour=cost,
+            baseline_cost_per_hour=cost,
+            has_baseline=False,
+            baseline_policy=None,
+            greedy_cost_per_hour=head.cost_per_hour,
+        )
+    base = head.cost_per_hour
+    greedy = next((b.cost_per_hour for b in p.result.baselines if b.policy == GREEDY), None)
     return LedgerEntry(
         placement_id=p.id,
         tenant=p.tenant,
@@ -111,6 +140,8 @@ def entry_from_placement(p: Placement) -> LedgerEntry:
         cost_per_hour=cost,
         baseline_cost_per_hour=base if base is not None else cost,
         has_baseline=base is not None,
+        baseline_policy=head.policy,
+        greedy_cost_per_hour=greedy,
     )
 
 
@@ -202,6 +233,7 @@ def items_from_placement(
             )
     plan_cost = sum(r["cost"] for r in raw)
     ratio = entry.baseline_cost_per_hour / plan_cost if plan_cost > 0 else 0.0
+    greedy_ratio = entry.greedy_or_cost / plan_cost if plan_cost > 0 else 0.0
     return [
         LedgerItem(
             placement_id=entry.placement_id,
@@ -217,6 +249,7 @@ def items_from_placement(
             list_unit_price_per_hour=float(r["list_unit"]),
             cost_per_hour=float(r["cost"]),
             baseline_cost_per_hour=float(r["cost"]) * ratio,
+            greedy_cost_per_hour=float(r["cost"]) * greedy_ratio,
             contracted_unit_price_per_hour=r.get("contracted_unit"),
         )
         for i, r in enumerate(raw)
@@ -235,6 +268,9 @@ class Figures:
     baseline_cost_per_hour: float
     cost: float  # accrued over the window, USD
     baseline_cost: float
+    greedy_cost_per_hour: float = 0.0  # the second figure: the greedy baseline's run-rate and accrual
+    greedy_cost: float = 0.0
+    without_baseline: int = 0  # placements whose headline baseline is unknown (no savings claimed)
 
     @property
     def savings_per_hour(self) -> float:
@@ -256,6 +292,7 @@ class SeriesPoint:
     start: datetime
     cost: float
     baseline_cost: float
+    greedy_cost: float = 0.0
 
 
 @dataclass
@@ -267,10 +304,22 @@ class Totals:
     baseline_cost_per_hour: float = 0.0
     cost: float = 0.0
     baseline_cost: float = 0.0
+    greedy_cost_per_hour: float = 0.0
+    greedy_cost: float = 0.0
+    without_baseline: set[str] = field(default_factory=set)
 
     def figures(self) -> Figures:
         n = len(self.placements)
-        return Figures(n, self.cost_per_hour, self.baseline_cost_per_hour, self.cost, self.baseline_cost)
+        return Figures(
+            n,
+            self.cost_per_hour,
+            self.baseline_cost_per_hour,
+            self.cost,
+            self.baseline_cost,
+            self.greedy_cost_per_hour,
+            self.greedy_cost,
+            len(self.without_baseline),
+        )
 
 
 def group_key(item: LedgerItem, entry: LedgerEntry, group_by: str) -> str:
@@ -322,16 +371,20 @@ def summarize_by(
         h = hours.get(it.placement_id, 0.0)
         if e is None or (h <= 0 and it.placement_id not in current):
             continue
-        cost, base = it.cost_per_hour * h, it.baseline_cost_per_hour * h
+        cost, base, greedy = it.cost_per_hour * h, it.baseline_cost_per_hour * h, it.greedy_cost_per_hour * h
         now = it.placement_id in current
         targets = [total, *(groups[g].setdefault(group_key(it, e, g), Totals(set())) for g in group_bys)]
         for t in targets:
             t.placements.add(it.placement_id)
+            if not e.has_baseline:
+                t.without_baseline.add(it.placement_id)
             t.cost += cost
             t.baseline_cost += base
+            t.greedy_cost += greedy
             if now:
                 t.cost_per_hour += it.cost_per_hour
                 t.baseline_cost_per_hour += it.baseline_cost_per_hour
+                t.greedy_cost_per_hour += it.greedy_cost_per_hour
     out: dict[str, list[GroupFigures]] = {}
     for g, by_key in groups.items():
         rows = [GroupFigures(k, v.figures()) for k, v in by_key.items()]
@@ -350,6 +403,7 @@ def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, st
     n = max(1, -(-int((end - start) / timedelta(microseconds=1)) // int(step / timedelta(microseconds=1))))
     cost = [0.0] * n
     base = [0.0] * n
+    greedy = [0.0] * n
     for e in entries:
         lo = max(start, e.created_at)
         hi = min(end, e.superseded_at) if e.superseded_at is not None else end
@@ -363,5 +417,6 @@ def series(entries: Sequence[LedgerEntry], *, start: datetime, end: datetime, st
             h = e.active_hours(b_start, min(b_start + step, end))
             cost[b] += e.cost_per_hour * h
             base[b] += e.baseline_cost_per_hour * h
+            greedy[b] += e.greedy_or_cost * h
             b += 1
-    return [SeriesPoint(start + b * step, cost[b], base[b]) for b in range(n)]
+    return [SeriesPoint(start + b * step, cost[b], base[b], greedy[b]) for b in range(n)]

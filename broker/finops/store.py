@@ -130,6 +130,8 @@ def _entry_row(e: LedgerEntry) -> dict[str, Any]:
         "cost_per_hour": e.cost_per_hour,
         "baseline_cost_per_hour": e.baseline_cost_per_hour,
         "has_baseline": e.has_baseline,
+        "baseline_policy": e.baseline_policy,
+        "greedy_cost_per_hour": e.greedy_cost_per_hour,
         "savings_per_hour": e.savings_per_hour,
         "savings_per_month": e.savings_per_month,
     }
@@ -138,8 +140,14 @@ def _entry_row(e: LedgerEntry) -> dict[str, Any]:
 _ITEM_FIELDS = (
     "placement_id", "line", "kind", "workload", "team", "provider", "site", "pool", "quantity",
     "unit_price_per_hour", "list_unit_price_per_hour", "cost_per_hour", "baseline_cost_per_hour",
-    "contracted_unit_price_per_hour",
+    "greedy_cost_per_hour", "contracted_unit_price_per_hour",
 )  # fmt: skip
+
+
+def _item(values: dict[str, Any]) -> LedgerItem:
+    if values["greedy_cost_per_hour"] is None:  # read as the item's cost: no savings claimed against it
+        values["greedy_cost_per_hour"] = values["cost_per_hour"]
+    return LedgerItem(**values)
 
 
 def _item_row(i: LedgerItem) -> dict[str, Any]:
@@ -169,6 +177,8 @@ def load(
                 cost_per_hour=r.cost_per_hour,
                 baseline_cost_per_hour=r.baseline_cost_per_hour,
                 has_baseline=r.has_baseline,
+                baseline_policy=r.baseline_policy,
+                greedy_cost_per_hour=r.greedy_cost_per_hour,
             )
             for r in s.execute(
                 select(
@@ -176,6 +186,8 @@ def load(
                     LedgerEntryRow.cost_per_hour,
                     LedgerEntryRow.baseline_cost_per_hour,
                     LedgerEntryRow.has_baseline,
+                    LedgerEntryRow.baseline_policy,
+                    LedgerEntryRow.greedy_cost_per_hour,
                 ).where(_window(tenant, start, end))
             )
         ]
@@ -186,7 +198,7 @@ def load(
             .join(LedgerEntryRow, LedgerEntryRow.placement_id == LedgerItemRow.placement_id)
             .where(_window(tenant, start, end))
         )
-        items = [LedgerItem(*r) for r in rows]
+        items = [_item(dict(zip(_ITEM_FIELDS, r, strict=True))) for r in rows]
     return entries, items
 
 

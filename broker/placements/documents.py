@@ -24,6 +24,7 @@ from pydantic import Strict as StrictType
 from broker.core.domain import (
     Arch,
     Assignment,
+    Baseline,
     CapacityType,
     Dependency,
     Explanation,
@@ -391,8 +392,32 @@ class PackingOut(BaseModel):
 
 
 class BaselineOut(BaseModel):
-    policy: str
-    cost_per_hour: float | None
+    """What the placement is compared with (the contract's `baseline`; `description` is an extension)."""
+
+    policy: str = Field(
+        description="the baseline policy: `kubernetes-packer` (what the user would otherwise run: "
+        "kube-scheduler-style packing with a cluster autoscaler over every pool the request allows), "
+        "`placement-in-force` (a re-plan: the placement running now), `kubernetes-packer-home-cloud` (the "
+        "same packer on the home cloud, on-demand, declared requests), `greedy-cheapest-fit` (each "
+        "workload alone on its cheapest offer; the headline of placements stored before the extension)"
+    )
+    cost_per_hour: float | None = Field(
+        description="USD/h of the baseline's placement; null: it could not place the request"
+    )
+    # extension; left out when empty, so placements stored before it existed read back exactly as stored
+    description: str = Field("", description="extension: what the baseline is", exclude_if=lambda v: not v)
+
+    @classmethod
+    def from_domain(cls, b: Baseline) -> BaselineOut:
+        return cls(policy=b.policy, cost_per_hour=b.cost_per_hour, description=b.description)
+
+
+class BaselineFigureOut(BaselineOut):
+    savings_pct: float | None = Field(description="(1 - cost_per_hour of the placement / this baseline's) x 100")
+
+    @classmethod
+    def figure(cls, b: Baseline, cost_per_hour: float) -> BaselineFigureOut:
+        return cls(**BaselineOut.from_domain(b).model_dump(), savings_pct=b.savings_pct(cost_per_hour))
 
 
 class PoolPriceOut(BaseModel):
@@ -448,8 +473,23 @@ class PlacementOut(BaseModel):
     cost_per_month: float
     lower_bound_per_hour: float
     gap_pct: float
-    baseline: BaselineOut
-    savings_pct: float | None
+    baseline: BaselineOut = Field(
+        description="the headline baseline, what the user would otherwise run: `kubernetes-packer` "
+        "(kube-scheduler-style packing with a cluster autoscaler over every pool the request allows: the "
+        "strictest packer to compare with), or for a re-plan `placement-in-force` (the running placement "
+        "kept as it is); placements stored before this extension name `greedy-cheapest-fit`"
+    )
+    savings_pct: float | None = Field(
+        description="(1 - cost_per_hour / baseline.cost_per_hour) x 100, rounded to 0.01; null without a baseline cost"
+    )
+    # extension: every baseline priced, the headline first, each with its savings; left out when
+    # empty (placements stored before it existed read back exactly as stored)
+    baselines: list[BaselineFigureOut] = Field(
+        default_factory=list,
+        description="extension: every baseline priced, `baseline` first, then `kubernetes-packer` (for a "
+        "re-plan), `kubernetes-packer-home-cloud` and `greedy-cheapest-fit`, each with its savings_pct",
+        exclude_if=lambda v: not v,
+    )
     solve_ms: int
     nodes: list[NodeOut]
     assignments: list[AssignmentOut]
@@ -508,8 +548,9 @@ class PlacementOut(BaseModel):
             cost_per_month=p.cost_per_month,
             lower_bound_per_hour=r.lower_bound_per_hour,
             gap_pct=r.gap_pct,
-            baseline=BaselineOut(policy=r.baseline.policy, cost_per_hour=r.baseline.cost_per_hour),
+            baseline=BaselineOut.from_domain(r.baseline),
             savings_pct=r.savings_pct,
+            baselines=[BaselineFigureOut.figure(b, r.cost_per_hour) for b in r.baselines],
             solve_ms=r.solve_ms,
             nodes=[NodeOut.from_domain(n) for n in r.nodes],
             assignments=[AssignmentOut.from_domain(a) for a in r.assignments],

@@ -42,7 +42,9 @@ class Rightsizing:
         declared_cost: float | None
         try:
             declared_problem = dataclasses.replace(problem, request=self.declared.to_domain())
-            declared = solve(declared_problem, time_limit_s=time_limit_s, options=options)
+            # only its cost is read: no baselines priced
+            quiet = dataclasses.replace(options or SolverOptions(), price_baselines=False)
+            declared = solve(declared_problem, time_limit_s=time_limit_s, options=quiet)
             declared_cost = declared.cost_per_hour if declared.status != "infeasible" else None
         except BrokerError:  # the declared request may not fit anywhere; the sized one did
             declared_cost = None

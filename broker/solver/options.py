@@ -58,6 +58,10 @@ class SolverOptions:
     # the Kubernetes-style answer shares nodes, a strong start when the LP cannot finish in time;
     # above this many workloads building it costs more than it gives
     k8s_start_max_workloads: int = 50_000
+    # price the answer's named baselines (baselines/compare.py) before the search, inside the time
+    # limit; callers that never report savings (the simulator, the right-sizing report's second
+    # solve) turn it off and get the time back for the search
+    price_baselines: bool = True
     rel_gap: float = 0.01  # the gap the search aims to prove; it stops once proven
     # exact packing (answer/packing.py): CP-SAT's time for pools first-fit decreasing does not
     # prove minimal, a share of the request's limit kept from the search, at most packing_max_s;

@@ -35,6 +35,9 @@ class PlacementProblem:
     storage_usd_per_gb_month: FloatArray | None = None
     # pools the solver should rather not move away from: pool id -> replicas per workload
     current: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # the request as the user declared it, when `request` was sized from demand forecasts: the
+    # kubernetes-packer baseline runs the declared requests (None: `request` is as declared)
+    declared: PlacementRequest | None = None
 
     def storage_per_replica_hour(self, storage_gib: float, tier: StorageTier) -> FloatArray:
         """USD per replica-hour of block storage at each site."""

@@ -20,7 +20,8 @@ from broker.solver.answer.disaggregate import disaggregate
 from broker.solver.answer.explain import explain_assignments
 from broker.solver.answer.nodes import node_assignments, packing_report, packing_warnings
 from broker.solver.answer.packing import Capacities, pack_placement
-from broker.solver.baselines.greedy import greedy_cheapest_fit, unshared_nodes
+from broker.solver.baselines.compare import ANYWHERE, baselines
+from broker.solver.baselines.greedy import greedy_cheapest_fit
 from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost
@@ -49,9 +50,11 @@ class SearchInput:
     class_of: IntArray  # per workload: its class
     mi: ModelInput
     starts: list[ClassPlacement]
-    baseline: Placement | None  # the greedy baseline's placement (its cost is reported)
     usable_now: list[tuple[int, int, int]]  # running replicas on pools still offered: (workload, pool, replicas)
     current_total: float  # replicas running now, including those whose pool is gone
+    # the answer's baselines, headline first (baselines/compare.py): priced before the search, so
+    # their time is taken from the search's share of the limit
+    baselines: tuple[Baseline, ...]
 
 
 def solve(
@@ -166,12 +169,17 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
     starts: list[ClassPlacement] = []
     if baseline:
         starts.append(_to_classes(baseline, _of))
+    k8s = None
     if len(workloads) <= opts.k8s_start_max_workloads:
         # the scheduler-style answer shares nodes: a strong start when the LP cannot finish in time
         k8s = kubernetes_filter_score(workloads, arrays)
         if k8s is not None:
             starts.append(_to_classes(k8s[0], _of))
-    return SearchInput(classes, _of, mi, starts, baseline, usable_now, current_total)
+    if opts.price_baselines:
+        priced = baselines(problem, prep, baseline or None, k8s, current)
+    else:
+        priced = (Baseline(ANYWHERE, None, "not computed (SolverOptions.price_baselines off)"),)
+    return SearchInput(classes, _of, mi, starts, usable_now, current_total, priced)
 
 
 def _answer(
@@ -190,10 +198,9 @@ def _answer(
     """The class placement dealt back to the workloads and packed onto nodes, its costs, its
     bound and explanations; why the search stopped (`unused_share`: the share of its time the
     search left unused)."""
-    req, t, obj = problem.request, problem.table, problem.request.objective
+    t, obj = problem.table, problem.request.objective
     workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
-    name_index = {w.name: i for i, w in enumerate(req.workloads)}
-    classes, mi, baseline = si.classes, si.mi, si.baseline
+    classes, mi = si.classes, si.mi
     current_total = si.current_total
     site_of = t.site_idx.tolist()
     cap_of = t.cap_idx.tolist()
@@ -217,16 +224,7 @@ def _answer(
         gap, rel_gap=options.rel_gap, unused_share=unused_share, stall_unused_share=options.stall_unused_share
     )
 
-    base_cost = None
-    if baseline:
-        base_nodes = unshared_nodes(workloads, baseline, vcpus=t.vcpus, mem=t.memory_gib, gpus=t.gpus)
-        base_cost = (
-            sum(n * float(t.price[p]) for p, n in base_nodes.items())
-            + storage_cost(problem, workloads, baseline)
-            + egress_cost(problem, workloads, baseline, name_index)
-        )
-    savings = None if not base_cost else round((base_cost - cost) / base_cost * 100.0, 2)
-
+    headline = si.baselines[0]
     # with cost as the only objective the bound is in USD/h; otherwise it bounds the weighted objective
     cost_only = obj.cost > 0 and obj.latency == 0 and obj.carbon == 0
     lower_per_hour = lower / obj.cost if cost_only else lower
@@ -245,10 +243,8 @@ def _answer(
         cost_per_hour=round(cost, 6),
         lower_bound_per_hour=round(lower_per_hour, 6),
         gap_pct=round(gap, 3),
-        baseline=Baseline(
-            policy="greedy-cheapest-fit", cost_per_hour=None if base_cost is None else round(base_cost, 6)
-        ),
-        savings_pct=savings,
+        baseline=headline,
+        savings_pct=headline.savings_pct(cost),
         solve_ms=_ms_since(started),
         nodes=tuple(
             NodeAllocation(pool=t.pools[p].id, count=n, cost_per_hour=round(n * float(t.price[p]), 6))
@@ -268,6 +264,7 @@ def _answer(
         ),
         stop_reason=why.value,
         time_limit_s=round(time_limit_s, 3),
+        baselines=si.baselines,
     )
 
 

@@ -1,7 +1,7 @@
 """ledger items keep the negotiated on-demand price apart from the public list price (FOCUS 1.2)
 
 Revision ID: 0015
-Revises: 0020
+Revises: 0014
 Create Date: 2026-12-04
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0020"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

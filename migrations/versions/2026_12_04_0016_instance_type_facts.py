@@ -1,7 +1,7 @@
 """instance-type facts from live feeds (processor, GPU memory, bare metal) for instance requirements
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-12-04
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016"
-down_revision = "0014"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 

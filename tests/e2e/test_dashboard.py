@@ -13,6 +13,8 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,12 @@ import uvicorn
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from broker.app import Broker
+from broker.core.domain import Baseline
+from broker.db.session import transaction
 from broker.finops.demo import seed_demo
+from broker.placements.store import PlacementStore
 from broker.settings import Settings
+from tests.placements import assignment, placement
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -108,6 +114,23 @@ def test_dashboard_shows_the_stored_placements(server: str, page: tuple[Page, li
     savings = httpx.get(f"{server}/v1/savings", params={"from": data["from"], "to": data["to"]}).json()
     assert savings["totals"] == totals
 
+    # the headline compares with what the user would otherwise run, named; greedy is a second figure
+    assert data["baselines"][0]["policy"] == "kubernetes-packer"
+    assert pg.inner_text("#kpi-base-name") == "kubernetes-packer"
+    assert pg.inner_text("#baseline-name") == "kubernetes-packer"
+    assert pg.inner_text("#kpi-save-pct") == f"{totals['savings_pct']:.1f}% below kubernetes-packer"
+    assert totals["savings_pct"] == pytest.approx(
+        (1 - totals["cost_per_hour"] / totals["baseline_cost_per_hour"]) * 100, abs=0.01
+    )
+    assert totals["placements_without_baseline"] == 0 and not pg.locator("#kpi-nobase").is_visible()
+    greedy = pg.inner_text("#kpi-greedy")
+    assert greedy.startswith(f"vs greedy-cheapest-fit: {totals['greedy_savings_pct']:.1f}%"), greedy
+    # the two figures are different comparisons (the demo's home cloud runs on-demand only)
+    assert totals["greedy_baseline_cost_per_hour"] != pytest.approx(totals["baseline_cost_per_hour"])
+    assert _chart_sum(pg, "ch-series", 3) == pytest.approx(totals["greedy_baseline_cost"], abs=0.05)
+    assert "kubernetes-packer" in pg.evaluate("window.__dashboard.charts['ch-series'].data.datasets[0].label")
+    assert set(pg.locator("#latest tbody tr .baseline-policy").all_inner_texts()) == {"kubernetes-packer"}
+
     # KPIs show those totals
     assert float(pg.get_attribute("#kpi-cost", "data-value") or "nan") == pytest.approx(totals["cost"])
     assert pg.inner_text("#kpi-count") == "15"
@@ -180,6 +203,51 @@ def test_assets_are_served_locally(server: str) -> None:
         r = httpx.get(f"{server}/dashboard/static/{asset}")
         assert r.status_code == 200 and len(r.content) > 1000, asset
     assert httpx.get(f"{server}/dashboard/static/../routes/dashboard.py").status_code == 404
+
+
+@pytest.fixture(scope="module")
+def legacy_server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One placement stored before the headline baseline existed: greedy was its only baseline."""
+    from api.app import create_app
+
+    path = tmp_path_factory.mktemp("dashboard-legacy") / "broker.db"
+    shutil.copy(template_db, path)
+    broker = Broker.open(Settings(database_url=f"sqlite:///{path}"))
+    pool = "aws:eu-central-1/m6i.xlarge/ondemand"
+    old = placement([assignment("api", pool, 2, 0.5)], nodes=[(pool, 1, 0.5)], cost_per_hour=0.5, id="pl_OLD",
+                    name="legacy", created_at=datetime.now(UTC) - timedelta(days=2))  # fmt: skip
+    old = replace(old, result=replace(old.result, baseline=Baseline("greedy-cheapest-fit", 2.0), baselines=()))
+    with transaction(broker.sessions) as s:
+        PlacementStore.add(s, old)
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_a_placement_without_the_headline_baseline_claims_no_savings(
+    legacy_server: str, page: tuple[Page, list[str]]
+) -> None:
+    pg, problems = page
+    pg.goto(f"{legacy_server}/dashboard?range=7")
+    totals = _ready(pg)["totals"]
+    # its greedy figure (2.0/h against 0.5/h) stays a second figure; the headline claims nothing
+    assert (totals["placements_without_baseline"], totals["savings_per_hour"], totals["savings_pct"]) == (1, 0.0, 0.0)
+    assert totals["greedy_savings_pct"] == 75.0
+    assert pg.inner_text("#kpi-save-m") == "$0/mo"
+    assert pg.locator("#kpi-nobase").is_visible()
+    assert pg.inner_text("#kpi-nobase").startswith("1 placement(s) without a kubernetes-packer figure")
+    assert pg.inner_text("#kpi-greedy").startswith("vs greedy-cheapest-fit: 75.0%")
+    # the placement itself still reads as stored: its one baseline, named
+    assert pg.inner_text("#latest tbody tr .baseline-policy") == "greedy-cheapest-fit"
+    assert problems == []
 
 
 @pytest.fixture(scope="module")

@@ -135,6 +135,40 @@ def test_place_dry_run_follows_the_contract(shared_client: TestClient) -> None:
     assert doc["packing"]["nodes"] == sum(n["count"] for n in doc["nodes"])
 
 
+DEAR_POOL = "aws:eu-central-1/m6i.4xlarge/ondemand"  # 4 vCPU / 16 GiB replicas fit; dominated in the catalog
+
+
+def test_savings_pct_is_against_the_kubernetes_packer_and_greedy_is_second(shared_client: TestClient) -> None:
+    doc = shared_client.post("/v1/placements", json=checkout()).json()
+    base = doc["baseline"]
+    assert base["policy"] == "kubernetes-packer" and "every pool the request allows" in base["description"]
+    assert doc["savings_pct"] == pytest.approx((1 - doc["cost_per_hour"] / base["cost_per_hour"]) * 100, abs=0.01)
+    head, *others = doc["baselines"]
+    assert head == {**base, "savings_pct": doc["savings_pct"]}
+    greedy = next(b for b in others if b["policy"] == "greedy-cheapest-fit")
+    home = next(b for b in others if b["policy"] == "kubernetes-packer-home-cloud")
+    assert "on-demand" in home["description"]
+    assert greedy["policy"] == "greedy-cheapest-fit"
+    assert greedy["savings_pct"] == pytest.approx((1 - doc["cost_per_hour"] / greedy["cost_per_hour"]) * 100, abs=0.01)
+    # a request that says what runs now is compared with keeping it, even on a pool the solver
+    # never considers (dominated: a same-site node at least as large and no dearer)
+    running = [{"workload": a["workload"], "pool": a["pool"], "replicas": a["replicas"]} for a in doc["assignments"]]
+    db = [c for c in running if c["workload"] == "orders-db"]
+    running = [c for c in running if c["workload"] != "orders-db"]
+    running.append({"workload": "orders-db", "pool": DEAR_POOL, "replicas": sum(c["replicas"] for c in db)})
+    replan = shared_client.post("/v1/placements", json={**checkout(), "current": running}).json()
+    assert replan["baseline"]["policy"] == "placement-in-force"
+    assert replan["baseline"]["cost_per_hour"] > replan["cost_per_hour"]
+    assert replan["savings_pct"] == pytest.approx(
+        (1 - replan["cost_per_hour"] / replan["baseline"]["cost_per_hour"]) * 100, abs=0.01
+    )
+    # the definitions are in the OpenAPI descriptions
+    schemas = shared_client.get("/openapi.json").json()["components"]["schemas"]
+    out = next(v for k, v in schemas.items() if k.startswith("PlacementOut"))
+    assert "kubernetes-packer" in out["properties"]["baseline"]["description"]
+    assert "1 - cost_per_hour / baseline.cost_per_hour" in out["properties"]["savings_pct"]["description"]
+
+
 @pytest.mark.both_backends
 def test_placements_are_stored_listed_and_fetched(client: TestClient) -> None:
     doc = {**checkout(), "dry_run": False, "name": "stored one"}

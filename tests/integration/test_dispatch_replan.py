@@ -66,6 +66,13 @@ def test_move_only_when_savings_over_the_horizon_pay_for_it(
         new = stored_document(broker, out["new_placement_id"])
         assert replicas_by_workload(new["assignments"]) == replicas_by_workload(placement["assignments"])
         assert DEAR_POOL not in {a["pool"] for a in new["assignments"]}
+        # a re-plan's savings are against the placement in force, the greedy figure second
+        base = new["baseline"]
+        assert base["policy"] == "placement-in-force"
+        assert new["savings_pct"] == pytest.approx((1 - new["cost_per_hour"] / base["cost_per_hour"]) * 100, abs=0.01)
+        # the placement in force, repacked by the contract's rule, needs no more nodes than it holds
+        assert new["cost_per_hour"] < base["cost_per_hour"] <= out["old_cost_per_hour_now"] + 1e-6
+        assert new["baselines"][1]["policy"] == "greedy-cheapest-fit"
     else:
         assert out["new_placement_id"] is None
     assert svc.get(out["id"])["decision"] == decision

@@ -89,6 +89,14 @@ def test_savings_totals_accrue_each_placement_while_it_is_current(
     base = lambda d: d["baseline"]["cost_per_hour"]  # noqa: E731
     expected_base = base(first) * 72 + base(second) * 96 + base(other) * 48
     assert doc["totals"]["baseline_cost"] == pytest.approx(expected_base, rel=1e-4)
+    # the headline baseline is the packer over every allowed pool; the greedy one accrues beside it, named
+    assert {d["baseline"]["policy"] for d in (first, second, other)} == {"kubernetes-packer"}
+    greedy = lambda d: d["baselines"][-1]["cost_per_hour"]  # noqa: E731
+    assert {d["baselines"][-1]["policy"] for d in (first, second, other)} == {"greedy-cheapest-fit"}
+    expected_greedy = greedy(first) * 72 + greedy(second) * 96 + greedy(other) * 48
+    assert doc["totals"]["greedy_baseline_cost"] == pytest.approx(expected_greedy, rel=1e-4)
+    assert doc["totals"]["placements_without_baseline"] == 0
+    assert doc["baselines"][0]["policy"] == "kubernetes-packer"
     # the run-rate counts only what is current: second and other, not the replaced first
     assert doc["totals"]["cost_per_hour"] == pytest.approx(second["cost_per_hour"] + other["cost_per_hour"], rel=1e-4)
     saved_h = base(second) + base(other) - second["cost_per_hour"] - other["cost_per_hour"]
@@ -185,6 +193,17 @@ def test_cli_export_focus(
     assert pq.read_table(out).num_rows == len(rows)
     bad = runner.invoke(cli, ["export", "focus", "--from", "last tuesday"])
     assert bad.exit_code == 2
+
+
+def test_cli_savings_names_both_baselines(
+    ledger: dict[str, Any], module_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
+    monkeypatch.setenv("COLUMNS", "200")
+    r = CliRunner().invoke(cli, ["finops", "savings", "--group-by", "tenant"])
+    assert r.exit_code == 0, r.output
+    assert "against kubernetes-packer" in r.stdout and "against greedy-cheapest-fit" in r.stdout
+    assert "vs greedy/month" in r.stdout
 
 
 def test_dashboard_shows_actual_demand_from_usage_history(

@@ -102,6 +102,14 @@ def test_placement_sized_from_a_stored_series(client: TestClient, broker: Broker
     ).json()
     assert declared["rightsizing"] is None
     assert declared["cost_per_hour"] == pytest.approx(rs["declared_cost_per_hour"], rel=1e-6)
+    # the home-cloud packer runs the declared requests, sized or not: the same figure; the headline
+    # packer runs the requests as solved (what sizing saves is the rightsizing report's figure)
+    assert doc["baseline"]["policy"] == "kubernetes-packer"
+
+    def home(d: dict[str, Any]) -> dict[str, Any]:
+        return next(b for b in d["baselines"] if b["policy"] == "kubernetes-packer-home-cloud")
+
+    assert home(doc)["cost_per_hour"] == home(declared)["cost_per_hour"]
 
 
 def test_inline_history_without_a_model_uses_the_documented_fallback(client: TestClient) -> None:

@@ -65,7 +65,8 @@ class BrokerPolicy:
         self.replans = 0
 
     def start(self, ctx: SimContext) -> None:
-        self.options = ctx.solver_options
+        # the simulator reads no savings: the answer's baselines are not priced
+        self.options = replace(ctx.solver_options or SolverOptions(), price_baselines=False)
         cpu, _ = ctx.history()
         self.sizer.fit(cpu)
 

@@ -9,13 +9,16 @@
   nodes too) for 10 minutes, whose pods all fit elsewhere, is drained and removed; empty nodes
   in bulk, at most one non-empty node per loop; no scale-down for 10 minutes after a scale-up.
 Latency SLOs are not a scheduling concept here: they are only counted.
+
+The same definition of "what the user would otherwise run" is the placement answer's
+`kubernetes-packer-home-cloud` baseline (broker/solver/baselines/home.py): on-demand nodes of the home site,
+declared requests, kube-scheduler filter / LeastAllocated, the autoscaler adding nodes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from broker.core.domain import CapacityType, Pool
 from broker.errors import InvalidRequest
 from broker.simulate.cluster import READY, Cluster
 from broker.simulate.fleet import FleetIn
@@ -28,6 +31,7 @@ from broker.simulate.policies.base import (
     plan_moves,
     schedule_pending,
 )
+from broker.solver.baselines.home import home_pool
 
 SCALE_DOWN_DELAY_AFTER_ADD_S = 600.0
 
@@ -39,12 +43,12 @@ class KubeDefault:
         cfg = fleet.policies.kube_default
         t = market.table
         site = market.site_id(cfg.site, ["policies", "kube-default", "site"])
-        pid = Pool.make_id(cfg.site, cfg.instance_type, CapacityType.ONDEMAND)
-        if pid not in t.pool_index:
+        pool = home_pool(t, cfg.site, cfg.instance_type)
+        if pool is None:
             loc = ["policies", "kube-default", "instance_type"]
             msg = f"no on-demand {cfg.instance_type!r} offered at {cfg.site}"
             raise InvalidRequest(msg, errors=[{"loc": loc, "msg": msg}])
-        self.pool = t.pool_index[pid]
+        self.pool = pool
         self.req = Requests.declared(market)
         self.pool_ok = np.zeros((len(market.workloads), t.n_pools), dtype=bool)
         self.pool_ok[:, self.pool] = market.residency_ok[:, site] & market.hardware_ok[:, self.pool]

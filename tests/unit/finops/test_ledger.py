@@ -39,6 +39,7 @@ PLACEMENT = placement(
     request=REQUEST,
     cost_per_hour=1.45,
     baseline_cost_per_hour=2.7,
+    greedy_cost_per_hour=4.0,
     egress_cost_per_hour=0.05,
     id="pl_1",
     tenant="t",
@@ -59,6 +60,8 @@ def test_items_add_up_to_the_plan_and_allocate_the_baseline() -> None:
     items = items_from_placement(entry, PLACEMENT, lambda p: 0.4 if p.endswith("/spot") else None)
     assert sum(i.cost_per_hour for i in items) == pytest.approx(1.45)  # nodes 1.1 + storage 0.3 + egress
     assert sum(i.baseline_cost_per_hour for i in items) == pytest.approx(2.7)
+    assert sum(i.greedy_cost_per_hour for i in items) == pytest.approx(4.0)  # the second figure, allocated alike
+    assert (entry.baseline_policy, entry.greedy_cost_per_hour) == ("kubernetes-packer", 4.0)
     compute = [i for i in items if i.kind == "compute"]
     # the spot pool's node cost (0.6) splits between api and db by their compute shares
     assert sum(i.cost_per_hour for i in compute if i.pool and "m6i" in i.pool) == pytest.approx(0.6)
@@ -76,9 +79,23 @@ def test_items_add_up_to_the_plan_and_allocate_the_baseline() -> None:
 
 
 def test_a_placement_without_baseline_saves_nothing() -> None:
-    no_baseline = replace(PLACEMENT.result, baseline=Baseline("greedy-cheapest-fit", None))
+    no_baseline = replace(PLACEMENT.result, baseline=Baseline("kubernetes-packer", None))
     e = entry_from_placement(replace(PLACEMENT, result=no_baseline))
     assert (e.has_baseline, e.savings_per_hour) == (False, 0.0)
+
+
+def test_a_placement_stored_before_the_headline_baseline_claims_no_savings() -> None:
+    # stored before 0018: its one baseline is greedy's; the home packer was never computed for it
+    old = replace(PLACEMENT.result, baseline=Baseline("greedy-cheapest-fit", 2.7), baselines=())
+    e = entry_from_placement(replace(PLACEMENT, result=old))
+    assert (e.has_baseline, e.baseline_policy, e.savings_per_hour) == (False, None, 0.0)
+    assert e.greedy_cost_per_hour == 2.7  # kept as the second figure
+    items = items_from_placement(e, replace(PLACEMENT, result=old))
+    assert sum(i.baseline_cost_per_hour for i in items) == pytest.approx(1.45)
+    assert sum(i.greedy_cost_per_hour for i in items) == pytest.approx(2.7)
+    totals, _ = summarize([e], items, group_by="team", start=T0, end=T0 + timedelta(hours=2))
+    assert (totals.without_baseline, totals.savings_per_hour) == (1, pytest.approx(0.0))
+    assert totals.greedy_cost_per_hour == pytest.approx(2.7)
 
 
 @pytest.mark.parametrize(

@@ -89,3 +89,17 @@ def test_whole_comment() -> None:
     assert "+100.0%" in md and "$292.0000" in md  # +0.2 USD/h = +146/month; cost 0.4 * 730 = 292
     first = render_markdown(OLD)
     assert "No stored placement of this name yet" in first and "**Residency**" not in first
+
+
+def test_the_comment_names_the_baseline_and_the_second_figure() -> None:
+    doc = {
+        **NEW,
+        "baseline": {"policy": "kubernetes-packer", "cost_per_hour": 0.8},
+        "baselines": [
+            {"policy": "kubernetes-packer", "cost_per_hour": 0.8, "savings_pct": 50.0},
+            {"policy": "greedy-cheapest-fit", "cost_per_hour": 1.6, "savings_pct": 75.0},
+        ],
+    }
+    md = render_markdown(doc)
+    assert "Baseline: `kubernetes-packer`; `greedy-cheapest-fit` $1.6000/h (75.0%)" in md
+    assert "Baseline: `greedy-cheapest-fit`" in render_markdown(OLD)  # a document without the extension
