@@ -30,6 +30,7 @@ from broker.solver.options import SolverOptions
 from broker.solver.prepare.candidates import Prepared, prepare
 from broker.solver.prepare.classes import WorkloadClass, WorkloadData, build_classes
 from broker.solver.prepare.filters import NamedMask, minimal_conflict
+from broker.solver.prepare.lattice import common_step, round_down
 from broker.solver.problem import PlacementProblem
 from broker.solver.search import SearchResult, search
 from broker.solver.search.split import applies, search_in_groups
@@ -131,10 +132,13 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
     workloads = prep.workloads
     name_index = {w.name: i for i, w in enumerate(req.workloads)}
     current = _current(problem, workloads, name_index)
+    # what replicas of this request can fill of each node: exact for packing, tighter for the model
+    vcpus = round_down(t.vcpus, common_step(wd.w.cpu for wd in workloads))
+    mem = round_down(t.memory_gib, common_step(wd.w.memory_gib for wd in workloads))
     classes, _of = build_classes(
         workloads,
-        vcpus=t.vcpus,
-        mem=t.memory_gib,
+        vcpus=vcpus,
+        mem=mem,
         gpus=t.gpus,
         name_index=name_index,
         pinned={k for k, _, _ in current},
@@ -145,8 +149,8 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         classes=classes,
         node_cost=prep.node_cost,
         price=t.price,
-        vcpus=t.vcpus,
-        mem=t.memory_gib,
+        vcpus=vcpus,
+        mem=mem,
         gpus=t.gpus,
         max_nodes=t.max_nodes,
         site_idx=t.site_idx,
@@ -164,7 +168,7 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         current_total=current_total,
         max_moves=req.max_moves,
     )
-    arrays = PoolArrays(prep.node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
+    arrays = PoolArrays(prep.node_cost, vcpus, mem, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
     starts: list[ClassPlacement] = []
     if baseline:
