@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.solver import generate
+from bench.solver import generate, service_problem
 from broker.app import Broker, parse_request
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
@@ -137,18 +137,11 @@ def main() -> None:
         sys.stdout.flush()
     url = f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
     broker = Broker.open(Settings(database_url=url))
-    cat = broker.catalog()
+    broker.catalog()
     options = solver_options(broker.settings)
     for n in (int(s) for s in args.sizes.split(",") if s):
         req = parse_request(generate(n)).to_domain()
-        problem = PlacementProblem(
-            request=req,
-            table=cat.solver_table(broker.settings.node_overhead()),
-            user_rtt=cat.user_rtt(req.user_regions),
-            egress_usd_per_gb=cat.egress,
-            internet_egress_usd_per_gb=cat.internet_egress,
-            storage_usd_per_gb_month=cat.storage,
-        )
+        problem = service_problem(broker, req)
         res = solve(problem, time_limit_s=args.time_limit, seed=0, options=options)
         pk = res.packing
         assert pk is not None

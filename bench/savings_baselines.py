@@ -19,11 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from solver import generate  # bench/solver.py's request generator
+from solver import generate, service_problem  # bench/solver.py's request and problem
 
 from broker.app import Broker, parse_request
 from broker.settings import Settings
-from broker.solver import PlacementProblem
 from broker.solver.baselines.compare import baselines
 from broker.solver.baselines.costs import kubernetes_packer_cost
 from broker.solver.baselines.greedy import greedy_cheapest_fit
@@ -47,17 +46,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     broker = Broker.open(Settings(database_url=f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"))
-    cat = broker.catalog()
+    broker.catalog()
     for n in (int(s) for s in args.sizes.split(",")):
         req = parse_request(generate(n)).to_domain()
-        problem = PlacementProblem(
-            request=req,
-            table=cat.solver_table(broker.settings.node_overhead()),
-            user_rtt=cat.user_rtt(req.user_regions),
-            egress_usd_per_gb=cat.egress,
-            internet_egress_usd_per_gb=cat.internet_egress,
-            storage_usd_per_gb_month=cat.storage,
-        )
+        problem = service_problem(broker, req)
         prep = prepare(problem)
         t = problem.table
         arrays = PoolArrays(prep.node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)

@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker.app import Broker, parse_request
+from broker.core.domain import PlacementRequest
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.solver.baselines import baseline_costs
@@ -121,18 +122,22 @@ def _rss_peak_mib() -> float:
 GENERATORS = {"plain": generate, "deps": generate_dependency_heavy}
 
 
-def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trace: bool = False) -> dict[str, Any]:
+def service_problem(broker: Broker, req: PlacementRequest) -> PlacementProblem:
+    """The problem as the service builds it: allocatable capacity, dominated pools pruned."""
     cat = broker.catalog()
-    req = parse_request(GENERATORS[shape](n)).to_domain()
-    problem = PlacementProblem(
+    return PlacementProblem(
         request=req,
-        # as the service solves: allocatable capacity, dominated pools pruned
         table=cat.solver_table(broker.settings.node_overhead()),
         user_rtt=cat.user_rtt(req.user_regions),
         egress_usd_per_gb=cat.egress,
         internet_egress_usd_per_gb=cat.internet_egress,
         storage_usd_per_gb_month=cat.storage,
     )
+
+
+def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trace: bool = False) -> dict[str, Any]:
+    req = parse_request(GENERATORS[shape](n)).to_domain()
+    problem = service_problem(broker, req)
     # timed pass without tracemalloc (it slows numpy code down): memory is the process's RSS
     # high-water mark (catalog included), and how far this solve pushed it
     options = solver_options(broker.settings)  # as the service solves: big MIPs in a child process

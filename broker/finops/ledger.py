@@ -117,20 +117,10 @@ def entry_from_placement(p: Placement) -> LedgerEntry:
     cost = p.result.cost_per_hour
     head = p.result.baseline
     if head.policy == GREEDY:  # stored before the headline baseline existed: greedy was its only one
-        return LedgerEntry(
-            placement_id=p.id,
-            tenant=p.tenant,
-            name=p.name,
-            created_at=p.created_at,
-            superseded_at=None,
-            cost_per_hour=cost,
-            baseline_cost_per_hour=cost,
-            has_baseline=False,
-            baseline_policy=None,
-            greedy_cost_per_hour=head.cost_per_hour,
-        )
-    base = head.cost_per_hour
-    greedy = next((b.cost_per_hour for b in p.result.baselines if b.policy == GREEDY), None)
+        base, policy, greedy = None, None, head.cost_per_hour
+    else:
+        base, policy = head.cost_per_hour, head.policy
+        greedy = next((b.cost_per_hour for b in p.result.baselines if b.policy == GREEDY), None)
     return LedgerEntry(
         placement_id=p.id,
         tenant=p.tenant,
@@ -140,7 +130,7 @@ def entry_from_placement(p: Placement) -> LedgerEntry:
         cost_per_hour=cost,
         baseline_cost_per_hour=base if base is not None else cost,
         has_baseline=base is not None,
-        baseline_policy=head.policy,
+        baseline_policy=policy,
         greedy_cost_per_hour=greedy,
     )
 
