@@ -9,19 +9,22 @@ dispatching again resumes it.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
 from broker.app import Broker
 from broker.db.dispatch_models import OutboxRow
-from broker.dispatch.clusters import Cluster
-from broker.dispatch.documents import DispatchIn, ReplanIn
+from broker.dispatch.clusters import Cluster, add_cluster
+from broker.dispatch.documents import ClusterIn, DispatchIn, ReplanIn
 from broker.dispatch.kube import KubernetesDispatcher
 from broker.dispatch.manifests import ClusterBundle
 from broker.dispatch.outbox import DispatchService
 from broker.dispatch.replan import ReplanService
 from tests.integration.dispatch_support import policy
+from tests.integration.kube_fake import serve_fake_kube, write_kubeconfig
 from tests.integration.test_dispatch_kube import fleet  # noqa: F401  (the fixture)
 
 API = "checkout-api"
@@ -43,21 +46,43 @@ class Recording(KubernetesDispatcher):
         return out
 
 
-def _migrate(broker: Broker, placement: dict[str, Any], svc: DispatchService) -> str:
+def _migrate(
+    broker: Broker,
+    placement: dict[str, Any],
+    svc: DispatchService,
+    servers: dict[str, Any],
+    stack: ExitStack,
+    tmp: Path,
+) -> str:
     assert svc.dispatch(placement["id"], DispatchIn())["state"] == "applied"
     replan = ReplanService(broker).replan(
         placement["id"], ReplanIn(reason="demand", replicas={API: 12}, disruption_budget=2)
     )
     assert replan["decision"] == "migrate" and replan["migration"]["schedule"]["waves"]
-    return str(replan["new_placement_id"])
+    new_id = str(replan["new_placement_id"])
+    # the grown placement may use a site the first did not: a cluster there too, as an operator would
+    for site in sorted({a.site for a in broker.get_placement(new_id).result.assignments} - set(servers)):
+        kube, url = stack.enter_context(serve_fake_kube())
+        i = len(servers)
+        cfg = write_kubeconfig(tmp / f"kc-new{i}.yaml", url, context=f"new{i}")
+        known = broker.catalog().sites
+        cluster = ClusterIn(name=f"new{i}", site=site, kubeconfig=str(cfg), context=f"new{i}", namespace="shop")
+        add_cluster(broker.sessions, cluster, known_sites=known, policy=policy(broker), operator=True)
+        servers[site] = kube
+    return new_id
 
 
-def test_waves_are_applied_in_order_and_capacity_never_dips(broker: Broker, fleet: Any) -> None:  # noqa: F811
+def test_waves_are_applied_in_order_and_capacity_never_dips(
+    broker: Broker,
+    fleet: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     placement, servers = fleet
     log: list[tuple[str, int]] = []
     svc = DispatchService(broker, dispatchers={"kubernetes": Recording(broker, servers, log)})
     before = sum(a["replicas"] for a in placement["assignments"] if a["workload"] == API)
-    new_id = _migrate(broker, placement, svc)
+    stack = ExitStack()
+    new_id = _migrate(broker, placement, svc, servers, stack, tmp_path)
     log.clear()
     doc = svc.dispatch(new_id, DispatchIn())
     assert doc["state"] == "applied", doc
@@ -71,13 +96,19 @@ def test_waves_are_applied_in_order_and_capacity_never_dips(broker: Broker, flee
     # make before break, as dispatched: the API's running replicas only grow until the new ones run
     assert all(running >= before for _, running in log)
     assert log[-1][1] == 12 and doc["replicas"][API] == 12
+    stack.close()
 
 
-def test_a_wave_not_ready_stops_the_dispatch_and_a_new_dispatch_resumes(broker: Broker, fleet: Any) -> None:  # noqa: F811
+def test_a_wave_not_ready_stops_the_dispatch_and_a_new_dispatch_resumes(
+    broker: Broker,
+    fleet: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     placement, servers = fleet
     log: list[tuple[str, int]] = []
     svc = DispatchService(broker, dispatchers={"kubernetes": Recording(broker, servers, log)})
-    new_id = _migrate(broker, placement, svc)
+    stack = ExitStack()
+    new_id = _migrate(broker, placement, svc, servers, stack, tmp_path)
     for k in servers.values():
         k.ready_cap = 0  # new pods never become ready
     doc = svc.dispatch(new_id, DispatchIn())
@@ -90,3 +121,4 @@ def test_a_wave_not_ready_stops_the_dispatch_and_a_new_dispatch_resumes(broker: 
     again = svc.dispatch(new_id, DispatchIn())
     assert again["id"] == doc["id"] and again["state"] == "applied"
     assert again["replicas"][API] == 12
+    stack.close()

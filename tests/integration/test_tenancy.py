@@ -154,7 +154,8 @@ def _edge_request(name: str, replicas: int) -> dict[str, Any]:
     return {
         "name": name,
         "user_regions": [{"name": "lagos", "site": EDGE_SITE}],
-        "workloads": [{"name": "w", "replicas": replicas, "cpu": 8, "memory_gib": 16, "latency_slo_ms": {"lagos": 1}}],
+        # one replica per c5.2xlarge (8 vCPU / 16 GiB raw, less once reserved): one node each
+        "workloads": [{"name": "w", "replicas": replicas, "cpu": 6, "memory_gib": 12, "latency_slo_ms": {"lagos": 1}}],
     }
 
 
