@@ -64,7 +64,11 @@ class Catalog:
         default_factory=dict, compare=False, repr=False
     )
 
-    _tables: dict[tuple[NodeOverhead, bool], PoolTable] = field(default_factory=dict, compare=False, repr=False)
+    # derived from `table`: not an init field, so a catalog copied with another table
+    # (dataclasses.replace) starts with an empty cache instead of sharing the original's
+    _tables: dict[tuple[NodeOverhead, bool], PoolTable] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def _allocatable(self, overhead: NodeOverhead, *, compact: bool) -> PoolTable:
         """Each pool at what Kubernetes can allocate on its nodes: the one place raw sizes become

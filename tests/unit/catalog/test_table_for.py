@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -36,3 +37,13 @@ def test_requests_with_requirements_keep_the_dominated_pools() -> None:
     full = cat.table_for(with_req, o)
     assert full.n_pools == cat.table.n_pools  # every pool, at allocatable capacity
     assert (full.vcpus < full.raw_vcpus).all() and np.array_equal(full.raw_vcpus, cat.table.vcpus)
+
+
+def test_a_catalog_copied_with_another_table_solves_over_that_table() -> None:
+    # the allocatable tables are derived from `table`: a copy must not reuse the original's
+    cat = catalog()
+    o = NodeOverhead()
+    before = cat.solver_table(o)
+    scarce = dataclasses.replace(cat, table=dataclasses.replace(cat.table, max_nodes=np.zeros(cat.table.n_pools)))
+    assert scarce.solver_table(o) is not before
+    assert (scarce.solver_table(o).max_nodes == 0).all()
