@@ -44,10 +44,10 @@ def test_pareto_endpoint_returns_two_fronts_of_full_placements(shared_client: Te
         pts = body[name]
         axis = "latency_ms" if name == "cost_latency" else "carbon_kg_per_hour"
         # weighted sums found 4 here; epsilon steps fill the front. The carbon front is
-        # shorter since user latency is anchored on measurements: Stockholm and Milan meet
-        # the 40 ms SLO to Frankfurt users, so carbon reaches 0 within 3-4 points. (The count
-        # also depends on 0.5 s solves finding the cheapest plan: on a loaded host it is lower.)
-        assert len(pts) >= (5 if name == "cost_latency" else 3), pts
+        # short: Stockholm and Milan meet the 40 ms SLO to Frankfurt users, and at allocatable
+        # capacity the cheapest plan already runs mostly there, so carbon reaches 0 within 2-4
+        # points. (The count also depends on 0.5 s solves finding the cheapest plan.)
+        assert len(pts) >= (5 if name == "cost_latency" else 2), pts
         assert [p["cost_per_hour"] for p in pts] == sorted(p["cost_per_hour"] for p in pts)
         # a front: cheaper points are worse on the other axis
         assert all(a[axis] > b[axis] for a, b in pairwise(pts)), pts
