@@ -29,7 +29,7 @@ from broker.errors import InvalidRequest
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
-from broker.placements.documents import PlacementRequestIn
+from broker.placements.request_documents import PlacementRequestIn
 from broker.placements.rightsizing import apply_demand
 from broker.placements.store import PlacementStore
 from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget

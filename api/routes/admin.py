@@ -16,7 +16,7 @@ from broker.errors import Forbidden
 from broker.jobs.queue import JobQueue
 from broker.jobs.store import JobStore
 from broker.placements.budgets import TENANT_WIDE, Budgets
-from broker.placements.documents import Name, PlacementRequestIn
+from broker.placements.request_documents import Name, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["service"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}

@@ -10,7 +10,8 @@ from pydantic import BaseModel
 from api.deps import get_broker
 from broker.app import Broker
 from broker.core.placement import TradeOff
-from broker.placements.documents import PlacementOut, PlacementRequestIn
+from broker.placements.documents import PlacementOut
+from broker.placements.request_documents import PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["placements"])
 

@@ -12,7 +12,8 @@ from api.routes.admin import JobOut, accept_placement_job, get_jobs, wants_async
 from api.schemas import PlacementPage, PlacementSummary
 from broker.app import Broker
 from broker.jobs.queue import JobQueue
-from broker.placements.documents import PlacementOut, PlacementRequestIn
+from broker.placements.documents import PlacementOut
+from broker.placements.request_documents import PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["placements"])
 

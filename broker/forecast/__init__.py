@@ -3,5 +3,5 @@
 Pure core: pandas, numpy and xgboost only; no database, web framework or cloud SDK.
 Modules: history (validation, regular grid), features, model (global XGBoost),
 baselines, evaluate (hold-out scoring), sizing, demand (request/response parts).
-Nothing is imported here so that `broker.placements.documents` can use `demand` without loading XGBoost.
+Nothing is imported here so that `broker.placements.request_documents` can use `demand` without loading XGBoost.
 """

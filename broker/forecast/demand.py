@@ -22,7 +22,7 @@ class DemandIn(BaseModel):
 
     series: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     history: dict[Metric, Annotated[list[Usage], Field(min_length=1, max_length=100_000)]] | None = None
-    # strict like the rest of the request document (broker/placements/documents.py)
+    # strict like the rest of the request document (broker/placements/request_documents.py)
     step_seconds: Annotated[int, Strict()] = Field(300, ge=10, le=86_400)
     headroom_pct: Annotated[float, Strict()] = Field(20.0, ge=0, le=400)
     horizon_hours: Annotated[float, Strict()] = Field(24.0, gt=0, le=24 * 14)

@@ -20,7 +20,7 @@ from broker.db.service_models import BudgetRow, CommitmentRow
 from broker.db.session import transaction
 from broker.errors import InvalidRequest, NotFound, OverBudget
 from broker.observability import OVER_BUDGET
-from broker.placements.documents import PlacementRequestIn
+from broker.placements.request_documents import PlacementRequestIn
 
 TENANT_WIDE = ""
 

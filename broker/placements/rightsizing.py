@@ -19,7 +19,7 @@ from broker.core.placement import ResourceSizing, SizingReport, WorkloadSizing
 from broker.errors import BrokerError, InvalidRequest
 from broker.forecast.history import HistoryError, Panel, regularize
 from broker.forecast.sizing import SizedResource, size
-from broker.placements.documents import PlacementRequestIn
+from broker.placements.request_documents import PlacementRequestIn
 from broker.solver import PlacementProblem, SolverOptions, solve
 from broker.usage.service import UsageStore
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from broker.core.domain import CapacityType
 from broker.errors import InvalidRequest
-from broker.placements.documents import Name, UserRegionIn, WorkloadIn
+from broker.placements.request_documents import Name, UserRegionIn, WorkloadIn
 
 STEP_S = 300  # the simulation's step: usage traces are 5-minute samples
 STEPS_PER_DAY = 86_400 // STEP_S
