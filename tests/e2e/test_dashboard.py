@@ -9,9 +9,6 @@ A screenshot is saved under test-artifacts/.
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -20,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from broker.app import Broker
@@ -29,6 +25,7 @@ from broker.db.session import transaction
 from broker.finops.demo import seed_demo
 from broker.placements.store import PlacementStore
 from broker.settings import Settings
+from tests.e2e.live_server import serving
 from tests.placements import assignment, placement
 
 CHROMIUM = "/usr/bin/chromium"
@@ -37,32 +34,14 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from api.app import create_app
-
     path = tmp_path_factory.mktemp("dashboard") / "broker.db"
     shutil.copy(template_db, path)
     broker = Broker.open(Settings(database_url=f"sqlite:///{path}"))
     seed_demo(broker, days=30, per_service=5)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield url
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(broker) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +187,6 @@ def test_assets_are_served_locally(server: str) -> None:
 @pytest.fixture(scope="module")
 def legacy_server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One placement stored before the headline baseline existed: greedy was its only baseline."""
-    from api.app import create_app
 
     path = tmp_path_factory.mktemp("dashboard-legacy") / "broker.db"
     shutil.copy(template_db, path)
@@ -219,17 +197,8 @@ def legacy_server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -
     old = replace(old, result=replace(old.result, baseline=Baseline("greedy-cheapest-fit", 2.0), baselines=()))
     with transaction(broker.sessions) as s:
         PlacementStore.add(s, old)
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(broker) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_a_placement_without_the_headline_baseline_claims_no_savings(
@@ -253,22 +222,12 @@ def test_a_placement_without_the_headline_baseline_claims_no_savings(
 @pytest.fixture(scope="module")
 def stale_server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """No placements, prices stale after a minute: the bundled snapshot is older than that."""
-    from api.app import create_app
 
     path = tmp_path_factory.mktemp("dashboard-stale") / "broker.db"
     shutil.copy(template_db, path)
     broker = Broker.open(Settings(database_url=f"sqlite:///{path}", price_stale_after_days=1 / 1440))
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(broker) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_stale_prices_show_a_banner_at_the_top(stale_server: str, page: tuple[Page, list[str]]) -> None:

@@ -27,18 +27,16 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from broker.app import Broker
 from broker.settings import Settings
+from tests.e2e.live_server import free_port, serving
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -83,12 +81,6 @@ class Block:
 def _blocks() -> list[Block]:
     text = README.read_text()
     return [Block(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in _BLOCK.finditer(text)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _resolves(host: str) -> bool:
@@ -160,7 +152,6 @@ def _check(r: Ran, where: str) -> None:
 @pytest.fixture(scope="module")
 def scratch(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str], int]]:
     """A working directory, the environment of its commands, and a server for the tour."""
-    from api.app import create_app
 
     root = tmp_path_factory.mktemp("readme")
     db = root / "broker.db"
@@ -181,18 +172,10 @@ def scratch(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     }
     env.pop("BROKER_API_KEY", None)
     env.pop("BROKER_AUTH", None)
-    port = _free_port()
+    port = free_port()
     broker = Broker.open(Settings(database_url=f"sqlite:///{db}", log_format="text"))
-    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield work, env, port
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(broker, port, start_timeout_s=60):
+        yield work, env, port
 
 
 def _point_at(command: str, port: int) -> str:
@@ -232,7 +215,7 @@ def test_every_readme_command_runs_as_written(scratch: tuple[Path, dict[str, str
             skipped += len(block.commands)
             continue
         own_server = any("broker serve" in c for c in commands)
-        target = _free_port() if own_server else port
+        target = free_port() if own_server else port
         runnable = []
         for c in commands:
             c = _point_at(c, target)

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import yaml
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from broker.app import Broker
 from broker.jobs.simulations import SimulationService
 from broker.settings import Settings
-from tests.e2e.test_dashboard import ARGS, ARTIFACTS, CHROMIUM, _free_port
+from tests.e2e.live_server import serving
+from tests.e2e.test_dashboard import ARGS, ARTIFACTS, CHROMIUM
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -43,8 +41,6 @@ def _fleet() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    from api.app import create_app
-
     path = tmp_path_factory.mktemp("simulations") / "broker.db"
     shutil.copy(template_db, path)
     broker = Broker.open(Settings(database_url=f"sqlite:///{path}"))
@@ -53,17 +49,8 @@ def server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         _fleet(), tenant="default", policies=["kube-default", "karpenter-like", "broker"], days=0.5
     )
     assert service.run(sim["id"]) == "succeeded"
-    port = _free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(broker=broker), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", sim["id"]
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serving(broker) as port:
+        yield f"http://127.0.0.1:{port}", sim["id"]
 
 
 @pytest.fixture()
