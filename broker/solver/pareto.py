@@ -11,7 +11,8 @@ closed and the request solved again, which also finds points between the support
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -75,25 +76,48 @@ def pareto_fronts(
         "cost_latency": ("latency_ms", [Objective(1.0, w, 0.0) for w in LATENCY_WEIGHTS]),
         "cost_carbon": ("carbon_kg_per_hour", [Objective(1.0, 0.0, w) for w in CARBON_WEIGHTS]),
     }
-    n_solves = sum(len(ws) for _, ws in sweeps.values()) + 2 * FILL_STEPS
-    per_solve = max(0.5, time_limit_s / n_solves)
+    budget = _Budget(time_limit_s, solves_left=sum(len(ws) for _, ws in sweeps.values()) + 2 * FILL_STEPS)
     out: dict[str, list[ParetoPoint]] = {}
     for name, (axis, objectives) in sweeps.items():
         points: list[ParetoPoint] = []
         for obj in objectives:
             req = dataclasses.replace(problem.request, objective=obj)
             sub = dataclasses.replace(problem, request=req)
-            res = solve(sub, time_limit_s=per_solve, seed=seed, options=options)
+            res = solve(sub, time_limit_s=budget.next_solve(), seed=seed, options=options)
             points.append(_point(problem, obj, res))
         front = _front(points, axis)
         if len(front) < MIN_POINTS:
-            front = _front(points + _fill(problem, axis, front[0], per_solve, seed, options), axis)
+            front = _front(points + _fill(problem, axis, front[0], budget, seed, options), axis)
+        else:
+            budget.skip(FILL_STEPS)
         out[name] = front
     return out
 
 
 MIN_POINTS = 5
 FILL_STEPS = 6
+MIN_SOLVE_S = 0.5
+
+
+@dataclass
+class _Budget:
+    """The sweep's time shared among its solves: a solve that finishes early leaves its time to
+    the ones after it, so small requests get every point solved to optimality on a loaded host."""
+
+    time_limit_s: float
+    solves_left: int
+    deadline: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.time_limit_s
+
+    def next_solve(self) -> float:
+        share = (self.deadline - time.monotonic()) / max(1, self.solves_left)
+        self.solves_left -= 1
+        return max(MIN_SOLVE_S, share)
+
+    def skip(self, n: int) -> None:
+        self.solves_left = max(0, self.solves_left - n)
 
 
 def _point(problem: PlacementProblem, obj: Objective, res: PlacementResult) -> ParetoPoint:
@@ -116,7 +140,7 @@ def _site_scores(problem: PlacementProblem, axis: str) -> np.ndarray:
 
 
 def _fill(
-    problem: PlacementProblem, axis: str, start: ParetoPoint, per_solve: float, seed: int, options: SolverOptions | None
+    problem: PlacementProblem, axis: str, start: ParetoPoint, budget: _Budget, seed: int, options: SolverOptions | None
 ) -> list[ParetoPoint]:
     """Points further along `axis`: close the worst-scoring site the last point uses, re-solve."""
     t = problem.table
@@ -124,17 +148,21 @@ def _fill(
     closed = np.zeros(t.n_sites, dtype=bool)
     out: list[ParetoPoint] = []
     last = start
-    for _ in range(FILL_STEPS):
+    for step in range(FILL_STEPS):
         used = {t.site_index[a.site] for a in last.result.assignments}
         scored = [s for s in used if score[s] > 0]
         if not scored:
+            budget.skip(FILL_STEPS - step)
             break
         worst = max(score[s] for s in scored)
         closed |= score >= worst
         table = dataclasses.replace(t, max_nodes=np.where(closed[t.site_idx], 0.0, t.max_nodes))
         try:
-            res = solve(dataclasses.replace(problem, table=table), time_limit_s=per_solve, seed=seed, options=options)
+            res = solve(
+                dataclasses.replace(problem, table=table), time_limit_s=budget.next_solve(), seed=seed, options=options
+            )
         except Infeasible:
+            budget.skip(FILL_STEPS - step - 1)
             break
         last = _point(problem, start.weights, res)
         out.append(last)

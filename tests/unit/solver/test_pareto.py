@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.core.domain import UserRegion, Workload
-from broker.solver.pareto import pareto_fronts
+from broker.solver.pareto import MIN_SOLVE_S, _Budget, pareto_fronts
 
 from .support.catalog import problem
 from .support.checks import assert_valid
@@ -32,3 +32,10 @@ def test_fronts_trade_cost_against_latency_and_carbon() -> None:
         values = [getattr(pt, axis) for pt in pts]
         assert values == sorted(values, reverse=True)
     assert fronts["cost_carbon"][-1].carbon_kg_per_hour < fronts["cost_carbon"][0].carbon_kg_per_hour
+
+
+def test_the_sweep_budget_passes_time_left_by_fast_solves_to_later_ones() -> None:
+    budget = _Budget(30.0, solves_left=3)
+    assert 9.5 < budget.next_solve() <= 10.0  # a third each while nothing has run
+    assert 14.0 < budget.next_solve() <= 15.0  # the first returned at once: its time is shared
+    assert _Budget(0.1, solves_left=30).next_solve() == MIN_SOLVE_S  # never below a useful solve
