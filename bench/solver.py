@@ -16,6 +16,7 @@ caller's users sit on another continent than the service's, so egress is a large
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import resource
 import sys
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from broker.app import Broker, parse_request
 from broker.core.domain import PlacementRequest
 from broker.settings import Settings
-from broker.solver import PlacementProblem, solve
+from broker.solver import PlacementProblem, SolverOptions, solve
 from broker.solver.baselines import baseline_costs
 from broker.solver_runtime import solver_options
 
@@ -135,12 +136,21 @@ def service_problem(broker: Broker, req: PlacementRequest) -> PlacementProblem:
     )
 
 
-def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trace: bool = False) -> dict[str, Any]:
+def run(
+    broker: Broker,
+    n: int,
+    time_limit: float,
+    *,
+    shape: str = "plain",
+    trace: bool = False,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     req = parse_request(GENERATORS[shape](n)).to_domain()
     problem = service_problem(broker, req)
     # timed pass without tracemalloc (it slows numpy code down): memory is the process's RSS
     # high-water mark (catalog included), and how far this solve pushed it
     options = solver_options(broker.settings)  # as the service solves: big MIPs in a child process
+    options = dataclasses.replace(options, **(overrides or {}))
     rss_before = _rss_peak_mib()
     t0 = time.perf_counter()
     res = solve(problem, time_limit_s=time_limit, seed=0, options=options)
@@ -161,6 +171,9 @@ def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trac
         "gap_pct": res.gap_pct,
         "egress_per_hour": round(res.egress_cost_per_hour, 4),
         "status": res.status,
+        "stop_reason": res.stop_reason,
+        "nodes": sum(nd.count for nd in res.nodes),
+        "nodes_before_packing": res.packing.aggregate_nodes if res.packing else float("nan"),
         "solve_s": round(secs, 2),
         "peak_rss_mib": round(rss_after, 1),
         "rss_growth_during_solve_mib": round(rss_after - rss_before, 1),
@@ -173,6 +186,19 @@ def run(broker: Broker, n: int, time_limit: float, *, shape: str = "plain", trac
     return out
 
 
+def option_overrides(pairs: list[str]) -> dict[str, Any]:
+    """FIELD=VALUE pairs as SolverOptions fields, each value read as its default's type."""
+    defaults = SolverOptions()
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, _, text = pair.partition("=")
+        if not hasattr(defaults, name):
+            raise SystemExit(f"--option: SolverOptions has no field {name!r}")
+        kind = type(getattr(defaults, name))
+        out[name] = text.lower() in ("1", "true", "yes", "on") if kind is bool else kind(text)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="12,300,3000,20000")
@@ -180,7 +206,15 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=0.0, help="0 = 30 s up to 3,000 workloads, else 120 s")
     ap.add_argument("--database-url", default="")
     ap.add_argument("--tracemalloc", action="store_true", help="also measure Python allocations in a second pass")
+    ap.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a SolverOptions field for an A/B run, e.g. large_replica_rows=0 (repeatable)",
+    )
     args = ap.parse_args()
+    overrides = option_overrides(args.option)
     url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
     broker = Broker.open(Settings(database_url=url))
     broker.catalog()
@@ -188,7 +222,7 @@ def main() -> None:
         prev: tuple[int, float] | None = None
         for n in (int(s) for s in args.sizes.split(",")):
             limit = args.time_limit or (30.0 if n <= 3000 else 120.0)
-            row = run(broker, n, limit, shape=shape, trace=args.tracemalloc)
+            row = run(broker, n, limit, shape=shape, trace=args.tracemalloc, overrides=overrides)
             key = f"{n}" if shape == "plain" else f"{n}.{shape}"
             for k, v in row.items():
                 print(f"{key}.{k}: {v}")

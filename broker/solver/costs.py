@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from broker.core.pooltable import FloatArray
-from broker.solver.prepare.classes import WorkloadData
+from broker.solver.prepare.classes import WorkloadData, large_replica_weights
 from broker.solver.problem import GIB_IN_GB, PlacementProblem
 from broker.solver.types import Placement
 
@@ -17,12 +17,19 @@ def placement_nodes(
     workloads: Sequence[WorkloadData], x: Placement, *, vcpus: FloatArray, mem: FloatArray, gpus: FloatArray
 ) -> dict[int, int]:
     """Nodes per pool shared by all workloads on it: enough for the aggregate of cpu, memory
-    and GPUs (the contract's rule) and for each workload's replicas one node at a time."""
+    and GPUs (the contract's rule), for each workload's replicas one node at a time, and the
+    sum of the replicas' large-replica weights for k = 1, 2 (above half, above a third of a node:
+    classes.large_replica_weights). Every packing needs at least this many."""
     load: dict[int, FloatArray] = {}
     need: dict[int, int] = {}
+    large: dict[int, FloatArray] = {}
     for (k, p), r in x.items():
         w = workloads[k].w
-        load[p] = load.get(p, np.zeros(3)) + r * np.array([w.cpu, w.memory_gib, w.gpus])
+        size = np.array([w.cpu, w.memory_gib, w.gpus])
+        load[p] = load.get(p, np.zeros(3)) + r * size
+        cap = np.array([vcpus[p], mem[p], gpus[p]], dtype=np.float64)
+        weight = np.concatenate([large_replica_weights(size, cap, k) for k in (1, 2)])
+        large[p] = large.get(p, np.zeros(6)) + r * weight
         fit = min(
             math.floor(vcpus[p] / w.cpu + 1e-9),
             math.floor(mem[p] / w.memory_gib + 1e-9),
@@ -33,7 +40,7 @@ def placement_nodes(
     out: dict[int, int] = {}
     for p, ld in load.items():
         caps = np.array([vcpus[p], mem[p], max(float(gpus[p]), 1e-12)])
-        out[p] = max(1, math.ceil(float(np.max(ld / caps)) - 1e-9), need[p])
+        out[p] = max(1, math.ceil(float(np.max(ld / caps)) - 1e-9), need[p], math.ceil(float(large[p].max()) - 1e-9))
     return out
 
 

@@ -62,6 +62,8 @@ class SolverOptions:
     # limit; callers that never report savings (the simulator, the right-sizing report's second
     # solve) turn it off and get the time back for the search
     price_baselines: bool = True
+    # large-replica rows per pool for k = 1..this (model/layout.py; 0: none, only to measure them)
+    large_replica_rows: int = 2
     rel_gap: float = 0.01  # the gap the search aims to prove; it stops once proven
     # exact packing (answer/packing.py): CP-SAT's time for pools first-fit decreasing does not
     # prove minimal, a share of the request's limit kept from the search, at most packing_max_s;

@@ -167,6 +167,7 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         move_cost=obj.cost * req.migration_cost_per_replica / req.horizon_hours,
         current_total=current_total,
         max_moves=req.max_moves,
+        large_replica_rows=opts.large_replica_rows,
     )
     arrays = PoolArrays(prep.node_cost, vcpus, mem, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)

@@ -4,7 +4,7 @@ Replicas of one workload are identical items, so an instance is a list of (count
 packing gives, per node, how many replicas of each item it holds. Three tools:
 
 - `lower_bound`: no packing uses fewer nodes (each dimension's total over a node's capacity,
-  each item's count over what one node holds, items above half a node in one dimension);
+  each item's count over what one node holds, items above half or a third of a node);
 - `first_fit_decreasing`: items by their largest share of a node, each replica on the first
   node with room (identical replicas placed as a batch, one vectorised pass over the nodes);
 - `cp_sat`: the exact model over OR-Tools CP-SAT, warm-started from FFD, deterministic
@@ -24,6 +24,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from broker.core.pooltable import FloatArray, IntArray
+from broker.solver.prepare.classes import large_replica_weights
 
 # capacities and demands are compared with this relative slack: the aggregate model's
 # floor(x + 1e-9) fits the same replicas
@@ -74,9 +75,13 @@ def lower_bound(
     bound = max(1, math.ceil(float(total.max(initial=0.0)) - 1e-6))
     fits = np.maximum(item_fits(sizes, cap, limits), 1)
     bound = max(bound, int(np.ceil(counts_a / fits).max()))
-    # two items above half a node in the same dimension never share one
-    big = sizes[:, used] > cap[used] / 2 + _EPS * cap[used]
-    return max(bound, int((counts_a[:, None] * big).sum(axis=0).max(initial=0)))
+    # items above half (a third) of a node share nodes only so far: their dual-feasible weights
+    # add up to at most 1 per node
+    caps = np.broadcast_to(cap, sizes.shape)
+    for k in (1, 2):
+        weights = (counts_a[:, None] * large_replica_weights(sizes, caps, k)).sum(axis=0)
+        bound = max(bound, math.ceil(float(weights.max(initial=0.0)) - 1e-6))
+    return bound
 
 
 def first_fit_decreasing(

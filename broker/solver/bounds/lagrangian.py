@@ -187,6 +187,9 @@ def _evaluate(
         ci = xi[cut]
         # HiGHS: col_dual = cost - A^T y over all rows; the fit row's dual is what is left
         plain = -u.earnings(y_raw[:nf])[u.group[ci]] - (demand[xc[cut]] * mu_raw[xp[cut]]).sum(axis=1)
+        # the large-replica rows are dualised at 0 here (valid: any multiplier >= 0 is), so their
+        # part of the column's dual is not the fit row's
+        plain -= m.large_dual_terms(y_raw, xc[cut], u.pool[ci])
         phi[cut] = np.maximum(cd - plain, 0.0)
     fitphi = _per_pool(xp, phi * fit, n_p)
     g = -u.earnings(y)[u.group]

@@ -7,7 +7,12 @@ site s, 0 <= z <= K_c) and egress fractions e_ks. Rows:
     demand     sum_p x_cp = R_c
     capacity   sum_c d_cr x_cp <= cap_pr n_p          (the contract's aggregate rule)
     fit        x_cp <= fit_cp n_p                     (a replica runs on one node; only
-                                                       where stronger than capacity)
+                                                       where stronger than capacity, and in
+                                                       an LP once its solution breaks it)
+    large      sum_c w_cprk x_cp <= n_p               (k = 1, 2: replicas above half, or
+                                                       above a third, of a node in resource r
+                                                       share nodes only so far; w the dual-
+                                                       feasible function u_k; where >= 2 classes)
     spot       sum_{p spot} x_cp <= spot cap
     spread     z_cs <= sum_{p at s} x_cp,  sum_s z_cs >= m_c K_c
     egress     e_ks + a_ks >= x_k(s)/R_k - x_v(s)/R_v (traffic of k its peer v cannot
@@ -35,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
-from broker.solver.prepare.classes import SPOT, WorkloadClass, replica_fit
+from broker.solver.prepare.classes import SPOT, WorkloadClass, large_replica_weights, replica_fit
 from broker.solver.problem import GIB_IN_GB
 
 # per-column index arrays of the universe: 32-bit where they fit (tens of millions of columns)
@@ -68,6 +73,10 @@ class ModelInput:
     max_moves: int | None = None
     site_provider: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # empty: one tier
     arch_idx: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per pool; empty: one
+    # the large-replica rows for k = 1..large_replica_rows (valid for every packing): without
+    # them the aggregate rule lets replicas above half (a third) of a node of different classes
+    # share nodes, and exact packing pays for it afterwards
+    large_replica_rows: int = 2
 
     @property
     def n_pools(self) -> int:
@@ -121,6 +130,36 @@ class ModelInput:
         if not limited.any():
             return fit, stronger
         return np.minimum(fit, limit).astype(np.float32), stronger | limited
+
+    @property
+    def large_kinds(self) -> int:
+        """Large-replica rows per pool: one per resource and k."""
+        return 3 * self.large_replica_rows
+
+    def large_weights(self, cls: IntArray, pool: IntArray) -> FloatArray:
+        """Per pair (cls[i], pool[i]): its weights in the pool's large-replica rows, resource r and
+        k at column (k - 1) * 3 + r (classes.large_replica_weights)."""
+        if self.large_replica_rows <= 0 or len(cls) == 0:
+            return np.zeros((len(cls), self.large_kinds))
+        cap = np.stack([self.vcpus[pool], self.mem[pool], self.gpus[pool]], axis=1)
+        d = self.class_demand[cls]
+        return np.concatenate([large_replica_weights(d, cap, k) for k in range(1, self.large_replica_rows + 1)], axis=1)
+
+    def large_rows_needed(self, pools: IntArray) -> BoolArray:
+        """Per pool and large-replica row: whether two or more classes weigh in it (for one class
+        its fit row is as strong). A class weighs in row (r, k) when it needs at least 1/(k+1)
+        of the node's resource r."""
+        need = np.zeros((len(pools), self.large_kinds), dtype=bool)
+        if not self.classes or len(pools) == 0:
+            return need
+        caps = (self.vcpus[pools], self.mem[pools], self.gpus[pools])
+        for k in range(1, self.large_replica_rows + 1):
+            for r in range(3):
+                scaled = np.sort((k + 1) * self.class_demand[:, r][self.class_demand[:, r] > 0])
+                cap = caps[r]
+                heavy = len(scaled) - np.searchsorted(scaled, cap * (1 - 1e-9), side="left")
+                need[:, (k - 1) * 3 + r] = (heavy >= 2) & (cap > 0)
+        return need
 
 
 @dataclass

@@ -6,7 +6,8 @@ a round re-solves from where the last one stopped.
 
 Layout (same rows and columns as layout.py describes, appended as they come):
 fixed rows first (demand, spot, spread, node, egress, near-egress, Y, keep,
-moves), then per pool its capacity rows and per replica column its fit row; z, e,
+moves), then per pool its capacity and large-replica rows, and the replica columns' fit rows as
+they join (when an LP breaks them, all of them for a MIP); z, e,
 keep, near-egress and Y columns first, then pools and replica columns in the
 order they were added.
 """
@@ -42,12 +43,15 @@ class Master:
         self.demand, self.replicas = mi.class_demand, mi.class_replicas
         self.pool_col = np.full(mi.n_pools, -1, dtype=np.int64)  # HiGHS column of n_p, -1 = absent
         self.cap_row = np.full((mi.n_pools, 3), -1, dtype=np.int64)  # capacity row per resource
+        # large-replica row per (resource, k) (layout.py; -1: none)
+        self.large_row = np.full((mi.n_pools, mi.large_kinds), -1, dtype=np.int64)
         self.x_uni = np.zeros(0, dtype=np.int64)  # universe index of each replica column, in order
         self.x_col = np.zeros(0, dtype=np.int64)  # its HiGHS column
         # its fit row x <= fit n_p (-1: none) and that fit; loose_fit: not capped at the class's
         # replicas until tighten()
         self.fit_row = np.zeros(0, dtype=np.int64)
         self.x_fit = np.zeros(0, dtype=np.float32)
+        self.x_stronger = np.zeros(0, dtype=bool)  # whether its fit row is stronger than capacity
         self.loose_fit = loose_fit
         self.relaxed = relaxed
         self.in_model = np.zeros(universe.size, dtype=bool)
@@ -179,6 +183,14 @@ class Master:
                 np.full(len(on), -INF), np.zeros(len(on)), self.pool_col[on], -caps[r][on].astype(np.float64), 1
             )
             self.cap_row[on, r] = rows
+        if self.relaxed:
+            return
+        need = mi.large_rows_needed(pools)
+        for j in range(mi.large_kinds):
+            on = pools[need[:, j]]
+            n = len(on)
+            if n:
+                self.large_row[on, j] = self._add_rows(np.full(n, -INF), np.zeros(n), self.pool_col[on], -np.ones(n), 1)
 
     def add_columns(self, sel: IntArray) -> None:
         """Universe columns `sel` (and the pools they need)."""
@@ -202,6 +214,12 @@ class Master:
             rows.append(self.cap_row[pool[use], r])
             cols.append(use)
             vals.append(d[use, r])
+        large = self.mi.large_weights(cls, pool)
+        for j in range(self.mi.large_kinds):
+            use = np.flatnonzero((large[:, j] > 0) & (self.large_row[pool, j] >= 0))
+            rows.append(self.large_row[pool[use], j])
+            cols.append(use)
+            vals.append(large[use, j])
         xcols = self._add_cols(
             u.g_cost[grp],
             np.zeros(len(sel)),
@@ -219,9 +237,11 @@ class Master:
         if self.relaxed:
             stronger = np.zeros(len(sel), dtype=bool)
         fit_row = np.full(len(sel), -1, dtype=np.int64)
-        fit_row[stronger] = self._fit_rows(xcols[stronger], pool[stronger], fit[stronger].astype(np.float64))
+        if self.integer:  # a MIP needs every row; an LP gets them when its solution breaks them
+            fit_row[stronger] = self._fit_rows(xcols[stronger], pool[stronger], fit[stronger].astype(np.float64))
         self.fit_row = np.concatenate([self.fit_row, fit_row])
         self.x_fit = np.concatenate([self.x_fit, fit])
+        self.x_stronger = np.concatenate([self.x_stronger, stronger])
 
     def _fit_rows(self, xcols: IntArray, pool: IntArray, fit: FloatArray) -> IntArray:
         """A replica runs on one node: x_cp <= fit_cp * n_p."""
@@ -241,9 +261,24 @@ class Master:
         change = np.flatnonzero(has & (fit < self.x_fit))
         for i in change:
             self.h.changeCoeff(int(self.fit_row[i]), int(self.pool_col[pool[i]]), -float(fit[i]))
-        new = np.flatnonzero(~has & stronger)
-        self.fit_row[new] = self._fit_rows(self.x_col[new], pool[new], fit[new].astype(np.float64))
-        self.x_fit = fit
+        self.x_fit, self.x_stronger = fit, stronger
+
+    def _add_fit_rows(self, which: IntArray) -> None:
+        """The fit rows of replica columns `which` (positions in model order) that lack one."""
+        which = which[(self.fit_row[which] < 0) & self.x_stronger[which]]
+        if len(which):
+            pool = self.u.pool[self.x_uni[which]]
+            self.fit_row[which] = self._fit_rows(self.x_col[which], pool, self.x_fit[which].astype(np.float64))
+
+    def _broken_fit_rows(self, col: FloatArray) -> IntArray:
+        """Replica columns whose (not yet added) fit row the LP solution `col` breaks."""
+        lazy = np.flatnonzero((self.fit_row < 0) & self.x_stronger)
+        if len(lazy) == 0:
+            return lazy
+        nodes = col[self.pool_col[self.u.pool[self.x_uni[lazy]]]]
+        x = col[self.x_col[lazy]]
+        broken: IntArray = lazy[x > self.x_fit[lazy] * nodes + 1e-7 * np.maximum(1.0, x)]
+        return broken
 
     def hold(self, free: BoolArray, x: Placement) -> None:
         """Every replica column of a class not `free` keeps its value in x."""
@@ -269,6 +304,17 @@ class Master:
         rows = self.cap_row[pools]
         return DualPrices.of(self.mi, pools, np.where(rows >= 0, -row_dual[np.maximum(rows, 0)], 0.0))
 
+    def large_dual_terms(self, row_dual: FloatArray, cls: IntArray, pool: IntArray) -> FloatArray:
+        """Per pair (cls[i], pool[i]): what the large-replica rows' duals put in a replica column's A^T y."""
+        out = np.zeros(len(cls))
+        rows = self.large_row[pool]
+        on = np.flatnonzero((rows >= 0).any(axis=1))
+        if len(on):
+            w = self.mi.large_weights(cls[on], pool[on])
+            r = rows[on]
+            out[on] = (np.where(r >= 0, w * row_dual[np.maximum(r, 0)], 0.0)).sum(axis=1)
+        return out
+
     def x_keys(self) -> tuple[IntArray, IntArray]:
         """(class, pool) of each replica column, in model order."""
         return self.u.cls(self.x_uni), self.u.pool[self.x_uni]
@@ -279,11 +325,18 @@ class Master:
         # round would stop at once), so it is set past what earlier rounds took
         limit = self.h.getRunTime() + max(0.05, time_limit_s)
         self.h.setOptionValue("time_limit", limit if math.isfinite(limit) else INF)
-        self.h.run()
-        if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return None
-        sol = self.h.getSolution()
-        col = np.asarray(sol.col_value)
+        # fit rows join when the solution breaks them: most columns stay at zero, where their
+        # fit row is slack, and a row per column made every LP about twice as big
+        while True:
+            self.h.run()
+            if self.h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                return None
+            sol = self.h.getSolution()
+            col = np.asarray(sol.col_value)
+            broken = self._broken_fit_rows(col)
+            if len(broken) == 0:
+                break
+            self._add_fit_rows(broken)
         return LPResult(
             value=float(self.h.getInfo().objective_function_value),
             row_dual=np.asarray(sol.row_dual),
@@ -293,6 +346,7 @@ class Master:
     def make_integer(self) -> None:
         if not self.integer:
             self.integer = True
+            self._add_fit_rows(np.arange(len(self.x_col)))
             self._integral(np.concatenate([self.pool_col[self.pools], self.x_col]))
 
     def solve_mip(

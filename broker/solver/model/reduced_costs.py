@@ -80,7 +80,7 @@ def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: Float
     """Reduced cost of every universe column on a pool of the restricted model.
 
     Rows a column would bring along (its fit row) are slack at zero, so their duals are 0
-    and this is exact for the restricted LP.
+    and this is exact for the restricted LP; its pool's large-replica rows are already there.
     """
     on = u.columns_on(m.pools).astype(np.int64)
     cols = u.cols
@@ -91,6 +91,7 @@ def column_reduced_costs(mi: ModelInput, u: Universe, m: Master, row_dual: Float
         dual = np.where(rows >= 0, row_dual[np.maximum(rows, 0)], 0.0)
         if dual.any():
             rc -= m.demand[cls, r] * dual[pool]
+    rc -= m.large_dual_terms(row_dual, cls, pool)
     return ColumnCosts(on, rc)
 
 

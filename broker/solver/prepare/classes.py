@@ -97,6 +97,19 @@ def replica_fit(
     return np.maximum(fit, 1.0).astype(np.float32), fit < exact - 1e-9
 
 
+def large_replica_weights(size: FloatArray, cap: FloatArray, k: int) -> FloatArray:
+    """Element-wise per resource, the dual-feasible function u_k of Fekete and Schepers: a
+    replica of `size` on a node of `cap` weighs floor((k+1) size/cap) / k, or size/cap where
+    (k+1) size/cap is a whole number (0 where it needs none of the resource). The weights of
+    the replicas on one node add up to at most 1, so a pool needs at least their sum in nodes.
+    k=1: 1 above half a node, 1/2 at half; k=2: 1/2 between a third and two thirds, 1 above."""
+    t = (k + 1) * size / np.where(cap > 0, cap, 1.0)
+    whole = np.abs(t - np.round(t)) <= 1e-9 * np.maximum(t, 1.0)
+    w = np.where(whole, t / (k + 1), np.floor(t) / k)
+    out: FloatArray = np.where((size > 0) & (cap > 0), w, 0.0)
+    return out
+
+
 def _class_key(wd: WorkloadData, keep_alone: bool, index: int) -> tuple[object, ...]:
     w = wd.w
     if keep_alone or w.max_per_node is not None:  # a per-node limit is a member's own: not merged

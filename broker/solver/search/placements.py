@@ -18,19 +18,23 @@ from broker.solver.types import ClassPlacement
 
 
 def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
-    """Nodes per pool: the aggregate capacity rule and one node per `fit` replicas of each class."""
+    """Nodes per pool: the aggregate capacity rule, one node per `fit` replicas of each class and,
+    the large-replica rows' weights (ModelInput.large_weights)."""
     load: dict[int, FloatArray] = {}
     need: dict[int, int] = {}
     pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
     fits = mi.fit(pairs[:, 0], pairs[:, 1])[0].tolist()
-    for ((c, p), r), fit in zip(x.items(), fits, strict=True):
+    weights = mi.large_weights(pairs[:, 0], pairs[:, 1])
+    large: dict[int, FloatArray] = {}
+    for ((c, p), r), fit, w in zip(x.items(), fits, weights, strict=True):
         load[p] = load.get(p, np.zeros(3)) + r * mi.classes[c].demand
+        large[p] = large.get(p, np.zeros(mi.large_kinds)) + r * w
         need[p] = max(need.get(p, 0), math.ceil(r / fit - 1e-9))
     out: dict[int, int] = {}
     for p, ld in load.items():
         caps = np.array([mi.vcpus[p], mi.mem[p], max(mi.gpus[p], 1e-12)])
         agg = math.ceil(float(np.max(ld / caps)) - 1e-9)
-        out[p] = max(1, agg, need[p])
+        out[p] = max(1, agg, need[p], math.ceil(float(large[p].max(initial=0.0)) - 1e-9))
     return out
 
 

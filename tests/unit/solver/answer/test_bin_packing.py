@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.core.domain import Workload
 from broker.solver.answer.bin_packing import (
     first_fit_decreasing,
     improve,
     lower_bound,
     pack_pool,
 )
+from broker.solver.costs import placement_nodes
 
 CAP = np.array([4.0, 8.0, 0.0])
 
@@ -114,6 +117,14 @@ def test_every_packing_packs_and_cp_sat_never_does_worse(
     assert ffd.lower <= len(best.nodes) <= len(ffd.nodes)
     if best.engine == "ffd" and best.proven:  # FFD is proven minimal only by meeting the bound
         assert len(best.nodes) == best.lower
+    # what the model counts (aggregate rule, fit, replicas above half a node) never exceeds a
+    # packing: its rows cut off no placement that packs
+    workloads = [
+        SimpleNamespace(w=Workload(f"w{i}", n, c, m, g, max_per_node=lim)) for i, (n, c, m, g, lim) in enumerate(items)
+    ]
+    x = {(i, 0): n for i, n in enumerate(counts)}
+    counted = placement_nodes(workloads, x, vcpus=cap[:1], mem=cap[1:2], gpus=cap[2:])  # type: ignore[arg-type]
+    assert counted[0] <= len(best.nodes)
 
 
 @pytest.mark.parametrize("cap", [np.array([2.0, 4.0, 0.0]), np.array([96.0, 384.0, 0.0])])

@@ -13,13 +13,29 @@ from tests.unit.solver.support.checks import assert_packed, assert_valid
 OD = CapacityType.ONDEMAND
 
 
-def test_fragmented_replicas_open_a_node_and_the_gap_is_recomputed() -> None:
+def test_replicas_above_half_a_node_are_counted_by_the_model() -> None:
     # three replicas of 1.1-1.3 vCPUs: 3.6 vCPUs fit two 2-vCPU nodes by the aggregate rule, yet
-    # no two of them share a node
+    # no two of them share a node: the half rows know it, so packing adds nothing
     pr = problem(
         [Workload("a", 1, 1.2, 1.0), Workload("b", 1, 1.1, 1.0), Workload("c", 1, 1.3, 1.0)],
         tbl=tied_table([(0, "od", OD, 1.0, None)]),
     )
+    res = solve(pr, time_limit_s=5)
+    assert_valid(pr, res)
+    assert res.packing is not None
+    assert (res.packing.aggregate_nodes, res.packing.nodes) == (3, 3)
+    assert res.cost_per_hour == pytest.approx(3.0) and res.status == "optimal"
+    assert not any(w.startswith("exact packing") for w in res.warnings)
+
+
+def _thirds() -> list[Workload]:
+    """Five replicas of 0.66-0.70 vCPUs, each its own class: 3.4 vCPUs fit two 2-vCPU nodes by the
+    aggregate rule (and no half row sees them), yet no node holds three of them."""
+    return [Workload(f"w{i}", 1, 0.66 + 0.01 * i, 0.5) for i in range(5)]
+
+
+def test_fragmented_replicas_open_a_node_and_the_gap_is_recomputed() -> None:
+    pr = problem(_thirds(), tbl=tied_table([(0, "od", OD, 1.0, None)]))
     res = solve(pr, time_limit_s=5)
     assert_valid(pr, res)
     assert res.packing is not None
@@ -34,16 +50,16 @@ def test_fragmented_replicas_open_a_node_and_the_gap_is_recomputed() -> None:
 
 
 def test_an_owned_pool_that_cannot_hold_its_replicas_moves_some_to_another_pool() -> None:
-    # two cheap owned nodes hold 3.4 vCPUs by the aggregate rule, but 1.2 + 1.0 > 2 on one node
+    # two cheap owned nodes hold the five replicas by the aggregate rule, but only four by packing
     tbl = tied_table([(0, "owned", CapacityType.RESERVED, 0.01, 2), (0, "od", OD, 1.0, None)])
-    pr = problem([Workload("a", 2, 1.2, 1.0), Workload("b", 1, 1.0, 1.0)], tbl=tbl)
+    pr = problem(_thirds(), tbl=tbl)
     res = solve(pr, time_limit_s=5)
     assert_valid(pr, res)  # owned capacity kept
     assert res.packing is not None and res.packing.moved_replicas == 1
-    assert {(a.workload, a.pool.split("/")[1], a.replicas) for a in res.assignments} == {
-        ("a", "owned", 2),
-        ("b", "od", 1),
-    }
+    by_pool = {"owned": 0, "od": 0}
+    for a in res.assignments:
+        by_pool[a.pool.split("/")[1]] += a.replicas
+    assert by_pool == {"owned": 4, "od": 1}
     assert res.cost_per_hour == pytest.approx(1.02)
     assert any("moved off owned pools" in w for w in res.warnings)
 

@@ -50,7 +50,29 @@ def test_tighten_caps_the_fit_rows_and_reaches_the_capped_lp() -> None:
     assert not loose.loose_fit
     fit, stronger = mi.fit(*loose.x_keys())
     np.testing.assert_array_equal(loose.x_fit, fit)
-    assert (loose.fit_row[stronger] >= 0).all()
+    np.testing.assert_array_equal(loose.x_stronger, stronger)  # their rows join when broken
     again = loose.solve_lp()
     assert again is not None
     assert again.value == pytest.approx(lp_capped.value, rel=1e-7)
+
+
+def test_fit_rows_join_only_when_the_lp_breaks_them_and_give_the_lp_of_all_of_them() -> None:
+    """An LP holds the fit rows its solution would break, no others: the same value as with a
+    row for every column, and a MIP holds every row."""
+    for seed in (0, 2):  # the cases whose full model is feasible
+        mi, _starts, _lp, _opt = case(seed)
+        lay = make_layout(mi)
+        uni = make_universe(mi, lay)
+        lazy = Master(mi, lay, uni)
+        lazy.add_columns(np.arange(uni.size))
+        lp = lazy.solve_lp()
+        assert lp is not None
+        eager = Master(mi, lay, uni)
+        eager.add_columns(np.arange(uni.size))
+        eager._add_fit_rows(np.arange(len(eager.x_col)))
+        assert (eager.fit_row[eager.x_stronger] >= 0).all()
+        full = eager.solve_lp()
+        assert full is not None and lp.value == pytest.approx(full.value, rel=1e-7, abs=1e-9)
+        assert (lazy.fit_row >= 0).sum() <= (eager.fit_row >= 0).sum()
+        lazy.make_integer()
+        assert (lazy.fit_row[lazy.x_stronger] >= 0).all()
