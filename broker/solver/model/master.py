@@ -192,8 +192,10 @@ class Master:
             if n:
                 self.large_row[on, j] = self._add_rows(np.full(n, -INF), np.zeros(n), self.pool_col[on], -np.ones(n), 1)
 
-    def add_columns(self, sel: IntArray) -> None:
-        """Universe columns `sel` (and the pools they need)."""
+    def add_columns(self, sel: IntArray, *, with_fit_rows: bool = False) -> None:
+        """Universe columns `sel` (and the pools they need); with_fit_rows: their fit rows at once
+        (the start's columns, most of which the first LP uses: re-solving after each batch of
+        broken rows took longer there than the rows themselves), else when an LP breaks them."""
         sel = np.unique(sel)
         sel = sel[~self.in_model[sel]]
         if len(sel) == 0:
@@ -237,7 +239,7 @@ class Master:
         if self.relaxed:
             stronger = np.zeros(len(sel), dtype=bool)
         fit_row = np.full(len(sel), -1, dtype=np.int64)
-        if self.integer:  # a MIP needs every row; an LP gets them when its solution breaks them
+        if self.integer or with_fit_rows:  # a MIP needs every row
             fit_row[stronger] = self._fit_rows(xcols[stronger], pool[stronger], fit[stronger].astype(np.float64))
         self.fit_row = np.concatenate([self.fit_row, fit_row])
         self.x_fit = np.concatenate([self.x_fit, fit])

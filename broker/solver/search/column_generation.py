@@ -48,7 +48,7 @@ def start(
         pos = uni.cols.position(mi.keep_class, mi.keep_pool)
         first.append(pos[pos >= 0])
     st = SearchState(mi, lay, uni, m, opts, seed, prove, started, time_limit_s, np.concatenate(first))
-    m.add_columns(st.first)
+    m.add_columns(st.first, with_fit_rows=True)
     if prove and opts.relaxed_min_cols < uni.size <= opts.loose_fit_max_cols:
         # column generation cannot converge here in time: the node-share bound, priced by its own
         # relaxation's LP, starts at once in a thread beside it
