@@ -41,18 +41,25 @@ def kubernetes_filter_score(
     # candidate set (cand is ascending, so ties keep the order a sort of node_cost[cand] gives)
     by_price = np.argsort(node_cost, kind="stable")
     # per candidate set: the open nodes on its pools, as of how many nodes were open (nodes only
-    # open, never close, so each workload reads just the nodes opened since its set was last seen)
+    # open, never close, so each workload reads just the nodes opened since its set was last seen).
+    # By the set's pools, not only its signature: signatures that differ may allow the same pools
+    # (the home cloud's cut leaves a few hundred sets of over a thousand signatures)
     usable: dict[tuple[object, ...], _Usable] = {}
+    by_pools: dict[bytes, _Usable] = {}
     for k, wd in enumerate(workloads):
         w = wd.w
         d = np.array([w.cpu, w.memory_gib, w.gpus]) - 1e-9
         used = (d + 1e-9).tolist()
         u = usable.get(wd.signature)
         if u is None:
-            cand_mask = np.zeros(len(node_cost), dtype=bool)
-            cand_mask[wd.cand] = True
-            # compress, not a boolean index: the same pools, several times faster
-            u = usable[wd.signature] = _Usable(cand_mask, by_price.compress(cand_mask[by_price]), arr)
+            pools = np.ascontiguousarray(wd.cand, dtype=np.int64).tobytes()
+            u = by_pools.get(pools)
+            if u is None:
+                cand_mask = np.zeros(len(node_cost), dtype=bool)
+                cand_mask[wd.cand] = True
+                # compress, not a boolean index: the same pools, several times faster
+                u = by_pools[pools] = _Usable(cand_mask, by_price.compress(cand_mask[by_price]), arr)
+            usable[wd.signature] = u
         u.catch_up(nodes_at, n_open)
         view = _OpenNodes(u, w.replicas, nodes_at, d)
         cap = spot_cap(w)
