@@ -92,7 +92,7 @@ def kubernetes_filter_score(
             best = int(u.nodes[j])
             p = pool_of[best]
             nodes_at.take(best, used)
-            view.refresh(j)
+            view.refresh(j, best)
             s = site_of[p]
             per_site[s] = per_site.get(s, 0) + 1
             if spot_of[p]:
@@ -117,6 +117,9 @@ class _Nodes:
         self.byte = np.zeros(total, dtype=np.int64)
         self.bit = np.zeros(total, dtype=np.uint8)
         self.sizes: list[tuple[float, float]] = []  # each node's pool: vcpus, memory
+        # the same four figures per node as Python floats, read once per replica (a numpy scalar
+        # costs more to read; the arithmetic is the same IEEE doubles)
+        self.left: list[list[float]] = []
 
     def open(self, node: int, pool: int, vcpus: float, mem: float, gpus: float) -> None:
         self.pool[node] = pool
@@ -124,14 +127,16 @@ class _Nodes:
         self.bit[node] = 1 << (7 - (pool & 7))
         self.cpu[node], self.mem[node], self.gpus[node] = vcpus, mem, gpus
         self.sizes.append((vcpus, mem))
+        self.left.append([vcpus, mem, gpus, 0.0])  # scored by `take`, which follows at once
 
     def take(self, node: int, used: list[float]) -> None:
         """One replica's request off the node, and its score again."""
-        cpu = self.cpu[node] = self.cpu[node] - used[0]
-        mem = self.mem[node] = self.mem[node] - used[1]
-        self.gpus[node] -= used[2]
+        left = self.left[node]
+        cpu, mem, gpus = left[0] - used[0], left[1] - used[1], left[2] - used[2]
         vcpus, size = self.sizes[node]
-        self.score[node] = (cpu / vcpus + mem / size) / 2
+        score = (cpu / vcpus + mem / size) / 2
+        left[0], left[1], left[2], left[3] = cpu, mem, gpus, score
+        self.cpu[node], self.mem[node], self.gpus[node], self.score[node] = cpu, mem, gpus, score
 
 
 class _Usable:
@@ -230,9 +235,7 @@ class _OpenNodes:
         """A node just opened for this workload; its fit and score come with `refresh`."""
         return self.u.opened(node, int(self.nodes.pool[node]))
 
-    def refresh(self, j: int) -> None:
-        node = self.u.nodes[j]
-        nodes = self.nodes
-        cpu, mem, gpus = nodes.cpu[node], nodes.mem[node], nodes.gpus[node]
-        fits = cpu >= self.d0 and mem >= self.d1 and gpus >= self.d2
-        self.fit_score[j] = nodes.score[node] if fits else -np.inf
+    def refresh(self, j: int, node: int) -> None:
+        """Node `node` (at `j`) took a replica."""
+        cpu, mem, gpus, score = self.nodes.left[node]
+        self.fit_score[j] = score if cpu >= self.d0 and mem >= self.d1 and gpus >= self.d2 else -np.inf
