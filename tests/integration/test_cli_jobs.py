@@ -28,8 +28,11 @@ def server(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
     monkeypatch.delenv("BROKER_API_KEY", raising=False)
     b = Broker.open(Settings(database_url=db_url, max_workloads_sync=1))  # jobs run in the API process
-    with serving(b) as port:
-        yield f"http://127.0.0.1:{port}"
+    try:
+        with serving(b) as port:
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        b.close()
 
 
 def test_a_large_request_is_queued_polled_and_printed(server: str) -> None:
