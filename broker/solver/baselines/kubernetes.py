@@ -9,6 +9,7 @@ shares nodes: one of the search's starts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,20 +46,21 @@ def kubernetes_filter_score(
     # By the set's pools, not only its signature: signatures that differ may allow the same pools
     # (the home cloud's cut leaves a few hundred sets of over a thousand signatures)
     usable: dict[tuple[object, ...], _Usable] = {}
-    by_pools: dict[bytes, _Usable] = {}
+    by_pools: dict[bytes, list[tuple[IntArray, _Usable]]] = {}  # a digest of the pools: sets with it
     for k, wd in enumerate(workloads):
         w = wd.w
         d = np.array([w.cpu, w.memory_gib, w.gpus]) - 1e-9
         used = (d + 1e-9).tolist()
         u = usable.get(wd.signature)
         if u is None:
-            pools = np.ascontiguousarray(wd.cand, dtype=np.int64).tobytes()
-            u = by_pools.get(pools)
+            same = by_pools.setdefault(hashlib.blake2b(np.ascontiguousarray(wd.cand).data, digest_size=16).digest(), [])
+            u = next((v for c, v in same if np.array_equal(c, wd.cand)), None)
             if u is None:
                 cand_mask = np.zeros(len(node_cost), dtype=bool)
                 cand_mask[wd.cand] = True
                 # compress, not a boolean index: the same pools, several times faster
-                u = by_pools[pools] = _Usable(cand_mask, by_price.compress(cand_mask[by_price]), arr)
+                u = _Usable(cand_mask, by_price.compress(cand_mask[by_price]), arr)
+                same.append((wd.cand, u))
             usable[wd.signature] = u
         u.catch_up(nodes_at, n_open)
         view = _OpenNodes(u, w.replicas, nodes_at, d)
