@@ -9,7 +9,6 @@ shares nodes: one of the search's starts.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,14 +45,16 @@ def kubernetes_filter_score(
     # By the set's pools, not only its signature: signatures that differ may allow the same pools
     # (the home cloud's cut leaves a few hundred sets of over a thousand signatures)
     usable: dict[tuple[object, ...], _Usable] = {}
-    by_pools: dict[bytes, list[tuple[IntArray, _Usable]]] = {}  # a digest of the pools: sets with it
+    # a cheap fingerprint of the pools (how many, their sum, the first): the sets that have it
+    by_pools: dict[tuple[int, int, int], list[tuple[IntArray, _Usable]]] = {}
     for k, wd in enumerate(workloads):
         w = wd.w
         d = np.array([w.cpu, w.memory_gib, w.gpus]) - 1e-9
         used = (d + 1e-9).tolist()
         u = usable.get(wd.signature)
         if u is None:
-            same = by_pools.setdefault(hashlib.blake2b(np.ascontiguousarray(wd.cand).data, digest_size=16).digest(), [])
+            cand = wd.cand
+            same = by_pools.setdefault((len(cand), int(cand.sum()), int(cand[0]) if len(cand) else -1), [])
             u = next((v for c, v in same if np.array_equal(c, wd.cand)), None)
             if u is None:
                 cand_mask = np.zeros(len(node_cost), dtype=bool)
