@@ -60,12 +60,13 @@ class Catalog:
     internet_egress: FloatArray  # [site] USD/GB
     storage: FloatArray  # [site, tier] USD per GB-month
     price_as_of: dict[str, str]  # provider -> newest price date
-    _rtt_memo: dict[tuple[str | tuple[float, float], str], FloatArray] = field(
-        default_factory=dict, compare=False, repr=False
-    )
 
-    # derived from `table`: not an init field, so a catalog copied with another table
-    # (dataclasses.replace) starts with an empty cache instead of sharing the original's
+    # derived from `table` and `latency`: not init fields, so a catalog copied with other sites,
+    # another table or latency model (dataclasses.replace) starts with empty caches instead of
+    # sharing the original's
+    _rtt_memo: dict[tuple[str | tuple[float, float], str], FloatArray] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     _tables: dict[tuple[NodeOverhead, bool], PoolTable] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )

@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
+from broker.cli import remote
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
@@ -94,35 +95,6 @@ def _read_request(path: Path) -> Any:
         ) from exc
 
 
-def _place_remote(server: str, doc: Any, headers: dict[str, str]) -> dict[str, Any]:
-    r = httpx.post(f"{server.rstrip('/')}/v1/placements", json=doc, timeout=300, headers=headers)
-    body: dict[str, Any] = r.json() if r.headers.get("content-type", "").endswith("json") else {"detail": r.text}
-    if r.status_code in (200, 201):
-        return dict(body)
-    if r.status_code == 422 and str(body.get("type", "")).endswith("/over-budget"):
-        raise OverBudget(str(body.get("detail", "over budget")), budget=body.get("budget"))
-    if r.status_code == 422 and "conflicts" in body:
-        raise Infeasible(body.get("detail", "infeasible"), conflicts=body["conflicts"])
-    if 400 <= r.status_code < 500:
-        raise InvalidRequest(str(body.get("detail", "invalid request")), errors=list(body.get("errors") or []))
-    err.print(f"[red]server error {r.status_code}: {body.get('detail')}[/red]")
-    raise typer.Exit(1)
-
-
-def _auth(key: str) -> dict[str, str]:
-    """`Authorization: Bearer $BROKER_API_KEY` for a server that requires keys."""
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _previous_remote(server: str, name: str, headers: dict[str, str]) -> dict[str, Any] | None:
-    r = httpx.get(f"{server.rstrip('/')}/v1/placements", params={"name": name, "limit": 1}, timeout=30, headers=headers)
-    items = r.json().get("items", []) if r.status_code == 200 else []
-    if not items:
-        return None
-    got = httpx.get(f"{server.rstrip('/')}/v1/placements/{items[0]['id']}", timeout=30, headers=headers)
-    return dict(got.json()) if got.status_code == 200 else None
-
-
 @app.command()
 def place(
     ctx: typer.Context,
@@ -134,15 +106,23 @@ def place(
         float | None,
         typer.Option(help="exit 4 when the plan costs this much more than the stored one of the same name"),
     ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="with --server: seconds to wait for a queued job (the server answered 202) to finish; "
+            "exit 1 when it has not",
+        ),
+    ] = remote.DEFAULT_JOB_TIMEOUT_S,
 ) -> None:
-    """Place a request. Exit codes: 0 placed, 2 invalid input, 3 infeasible, 4 over a cost limit,
-    5 --server unreachable."""
+    """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
+    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable."""
     try:
         doc = _read_request(file)
         if server:
-            headers = _auth(edge(ctx).settings.api_key)
-            previous = _previous_remote(server, str(doc.get("name", "")), headers) if isinstance(doc, dict) else None
-            result = _place_remote(server, doc, headers)
+            with remote.client(server, remote.auth(edge(ctx).settings.api_key)) as http:
+                previous = remote.previous(http, str(doc.get("name", ""))) if isinstance(doc, dict) else None
+                result = remote.place(http, doc, timeout_s=timeout)
         else:
             from broker.placements.documents import placement_document
 

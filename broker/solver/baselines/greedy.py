@@ -14,17 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from broker.core.domain import Workload
 from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.prepare.classes import SPOT, WorkloadData, per_node_exact, spot_cap
 from broker.solver.segments import cheapest_per_site, group_bounds
 from broker.solver.types import Placement
-
-
-def _per_node(wd: WorkloadData, vcpus: FloatArray, mem: FloatArray, gpus: FloatArray) -> FloatArray:
-    w, cand = wd.w, wd.cand
-    exact = per_node_exact(w.cpu, w.memory_gib, w.gpus, vcpus[cand], mem[cand], gpus[cand])
-    return np.maximum(np.floor(exact + 1e-9), 1.0)
 
 
 @dataclass(frozen=True)
@@ -38,11 +33,52 @@ class _Shape:
     bounds: IntArray  # site group g is by_site[bounds[g] : bounds[g + 1]]
 
 
-def _shape(wd: WorkloadData, arr: PoolArrays) -> _Shape:
-    per_node = _per_node(wd, arr.vcpus, arr.mem, arr.gpus)
-    by_site = np.argsort(arr.site_idx[wd.cand], kind="stable")
-    site_of = arr.site_idx[wd.cand[by_site]]
-    return _Shape(per_node, arr.node_cost[wd.cand] / per_node, by_site, group_bounds(site_of))
+#: Sizes whose replicas per node are kept for every pool (two arrays of the catalog's length each):
+#: an estate has a few dozen; a request sized from forecasts may have one per workload.
+_MAX_SIZES = 64
+
+
+class _Shapes:
+    """_Shape per (candidate set, size). A size met on a second candidate set has its replicas per
+    node and node cost per replica computed over every pool (an estate has a few dozen sizes and
+    hundreds of candidate sets, of thousands of pools each), read at each set's candidates; the
+    grouping by site is computed once per set. Element-wise: the same values either way."""
+
+    def __init__(self, arr: PoolArrays) -> None:
+        self.arr = arr
+        # small site numbers: a stable argsort of them is a radix sort
+        small = len(arr.site_idx) and arr.site_idx.max() < 2**15
+        self.site_key = arr.site_idx.astype(np.int16) if small else arr.site_idx
+        self.sizes: dict[tuple[float, float, float], tuple[FloatArray, FloatArray]] = {}
+        self.met: set[tuple[float, float, float]] = set()
+        self.groups: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
+        self.shapes: dict[tuple[object, ...], _Shape] = {}
+
+    def get(self, wd: WorkloadData) -> _Shape:
+        w = wd.w
+        key = (wd.signature, w.cpu, w.memory_gib, w.gpus)
+        shape = self.shapes.get(key)
+        if shape is None:
+            size = (w.cpu, w.memory_gib, w.gpus)
+            if size not in self.sizes and size in self.met and len(self.sizes) < _MAX_SIZES:
+                self.sizes[size] = self._per_node(w, slice(None))
+            self.met.add(size)
+            if size in self.sizes:
+                per_node, share = (a[wd.cand] for a in self.sizes[size])
+            else:
+                per_node, share = self._per_node(w, wd.cand)
+            if wd.signature not in self.groups:
+                by_site = np.argsort(self.site_key[wd.cand], kind="stable")
+                self.groups[wd.signature] = (by_site, group_bounds(self.arr.site_idx[wd.cand[by_site]]))
+            shape = self.shapes[key] = _Shape(per_node, share, *self.groups[wd.signature])
+        return shape
+
+    def _per_node(self, w: Workload, pools: IntArray | slice) -> tuple[FloatArray, FloatArray]:
+        """Replicas per node and node cost per replica on `pools`."""
+        arr = self.arr
+        exact = per_node_exact(w.cpu, w.memory_gib, w.gpus, arr.vcpus[pools], arr.mem[pools], arr.gpus[pools])
+        per_node = np.maximum(np.floor(exact + 1e-9), 1.0)
+        return per_node, arr.node_cost[pools] / per_node
 
 
 def greedy_cheapest_fit(
@@ -54,7 +90,7 @@ def greedy_cheapest_fit(
     used_nodes: dict[int, int] = {}
     out: Placement = {}
     memo: dict[tuple[object, ...], list[tuple[int, int]]] = {}
-    shapes: dict[tuple[object, ...], _Shape] = {}
+    shapes = _Shapes(arr)
     costs: dict[tuple[object, ...], tuple[FloatArray, list[int]]] = {}
     for k, wd in enumerate(workloads):
         w = wd.w
@@ -67,13 +103,10 @@ def greedy_cheapest_fit(
         cand = wd.cand
         if len(cand) == 0:
             return None
-        shape_key = (wd.signature, w.cpu, w.memory_gib, w.gpus)
-        if shape_key not in shapes:
-            shapes[shape_key] = _shape(wd, arr)
-        shape = shapes[shape_key]
+        shape = shapes.get(wd)
         per_node = shape.per_node
         # rep_cost follows from the signature and storage, as for `memo`
-        cost_key = (*shape_key, w.storage_gib, w.storage_tier)
+        cost_key = (wd.signature, w.cpu, w.memory_gib, w.gpus, w.storage_gib, w.storage_tier)
         if cost_key not in costs:
             cost = shape.node_share + wd.rep_cost
             # sites cheapest first, and within a site its pools cheapest first (ties by position):

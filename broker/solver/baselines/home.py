@@ -21,7 +21,7 @@ simulator's `kube-default` policy (broker/simulate/policies/kube.py):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from broker.core.pooltable import CAPACITY_TYPES, FloatArray, IntArray, PoolTabl
 from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.prepare.classes import WorkloadData, per_node_exact
+from broker.solver.segments import group_bounds
 from broker.solver.types import Placement
 
 HOME_CAPACITY = CapacityType.ONDEMAND
@@ -57,14 +58,29 @@ def _per_replica(wd: WorkloadData, pools: IntArray, arr: PoolArrays) -> FloatArr
     return np.asarray(arr.node_cost[pools] / np.maximum(np.floor(exact + 1e-9), 1.0), dtype=np.float64)
 
 
-def _home_candidates(wd: WorkloadData, arr: PoolArrays) -> tuple[IntArray, FloatArray]:
-    """The workload's on-demand candidates (all its candidates when it may use none on demand)
-    and the per-replica cost on each (its site's storage and latency terms included)."""
+@dataclass(frozen=True)
+class _OnDemand:
+    """What a candidate set keeps on the home cloud's terms, shared by its workloads: positions
+    into cand of its on-demand pools (all of them when it has none), those pools, and their
+    sites grouped (positions into `at`, ascending within a site)."""
+
+    at: IntArray
+    pools: IntArray
+    site_of: IntArray  # site of each pool in `pools`
+    by_site: IntArray
+    starts: IntArray  # where each site's run in by_site starts
+    sites: IntArray  # the site of each run
+
+
+def _on_demand(wd: WorkloadData, arr: PoolArrays) -> _OnDemand:
     at = np.flatnonzero(arr.cap_idx[wd.cand] == ONDEMAND)
     if len(at) == 0:
         at = np.arange(len(wd.cand))
     pools = wd.cand[at]
-    return at, _per_replica(wd, pools, arr) + wd.rep_cost[at]
+    site_of = arr.site_idx[pools]
+    by_site = np.argsort(site_of, kind="stable")
+    bounds = group_bounds(site_of[by_site])
+    return _OnDemand(at, pools, site_of, by_site, bounds[:-1], site_of[by_site[bounds[:-1]]])
 
 
 def home_workloads(
@@ -75,15 +91,28 @@ def home_workloads(
     cores = np.zeros(n_sites)
     cost = np.zeros(n_sites)
     keys: list[tuple[object, ...]] = []
-    memo: dict[tuple[object, ...], tuple[IntArray, FloatArray]] = {}
+    # per candidate set, per size on it, per size and storage: what a workload of each computes
+    # (an estate of thousands of workloads has a few hundred of each)
+    on_demand: dict[tuple[object, ...], _OnDemand] = {}
+    per_replica: dict[tuple[object, ...], FloatArray] = {}
+    memo: dict[tuple[object, ...], tuple[_OnDemand, FloatArray]] = {}
     for wd in workloads:
         w = wd.w
         key: tuple[object, ...] = (wd.signature, w.cpu, w.memory_gib, w.gpus, w.storage_gib, w.storage_tier)
         if key not in memo:
-            at, rep = _home_candidates(wd, arr)
+            od = on_demand.get(wd.signature)
+            if od is None:
+                od = on_demand[wd.signature] = _on_demand(wd, arr)
+            size = key[:4]
+            if size not in per_replica:
+                per_replica[size] = _per_replica(wd, od.pools, arr)
+            # the per-replica cost on each on-demand candidate, its site's storage and latency
+            # terms included; each site's cheapest (min is exact: the order it is taken in is moot)
+            rep = per_replica[size] + wd.rep_cost[od.at]
             best = np.full(n_sites, np.inf)
-            np.minimum.at(best, arr.site_idx[wd.cand[at]], rep)
-            memo[key] = (at, best)
+            if len(od.at):
+                best[od.sites] = np.minimum.reduceat(rep[od.by_site], od.starts)
+            memo[key] = (od, best)
         best = memo[key][1]
         allowed = np.isfinite(best)
         cores[allowed] += w.replicas * w.cpu
@@ -96,18 +125,20 @@ def home_workloads(
     rank = np.array([1 if p == home_provider else 2 for p in site_provider])
     rank[home] = 0
     out: list[WorkloadData] = []
-    cut: dict[tuple[object, ...], tuple[IntArray, tuple[object, ...]]] = {}
+    cut: dict[tuple[object, ...], tuple[IntArray, FloatArray, tuple[object, ...]]] = {}
     for wd, key in zip(workloads, keys, strict=True):
         spread = max(1, wd.w.min_sites)
         if (key, spread) not in cut:
-            at, best = memo[key]
+            od, best = memo[key]
             allowed = np.flatnonzero(np.isfinite(best))
             sites = allowed[np.lexsort((allowed, best[allowed], rank[allowed]))][:spread]
-            keep = at[np.isin(arr.site_idx[wd.cand[at]], sites)]
+            chosen = np.zeros(n_sites, dtype=bool)
+            chosen[sites] = True
+            keep = od.at[chosen[od.site_of]]
             # the signature names the candidate set, as kubernetes.py's caches need
-            cut[(key, spread)] = (keep, (wd.signature, "home", *sites.tolist()))
-        keep, sig = cut[(key, spread)]
-        out.append(replace(wd, cand=wd.cand[keep], rep_cost=wd.rep_cost[keep], signature=sig))
+            cut[(key, spread)] = (wd.cand[keep], wd.rep_cost[keep], (wd.signature, "home", *sites.tolist()))
+        cand, rep_cost, sig = cut[(key, spread)]
+        out.append(replace(wd, cand=cand, rep_cost=rep_cost, signature=sig))
     return out
 
 

@@ -10,7 +10,7 @@ from broker.core.domain import CapacityType, ResidencyPolicy, Workload
 from broker.core.pooltable import PoolTable
 from broker.solver import solve
 from broker.solver.baselines import baseline_costs
-from broker.solver.baselines.greedy import _shape, greedy_cheapest_fit
+from broker.solver.baselines.greedy import _Shapes, greedy_cheapest_fit
 from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.prepare.candidates import prepare
@@ -162,7 +162,7 @@ def test_cheapest_per_site_is_where_a_stable_sort_first_reaches_each_site() -> N
         cost = rng.choice([0.1, 0.2, 0.3, np.inf, np.nan], len(cand))  # ties, and NaN sorted last
         ones = np.ones(n_pools)
         arrays = PoolArrays(ones, ones, ones, ones, ones, site_idx, np.zeros(n_pools, dtype=np.int64))
-        shape = _shape(WorkloadData(Workload("w", 1, 1, 1), cand, np.zeros(len(cand)), ()), arrays)
+        shape = _Shapes(arrays).get(WorkloadData(Workload("w", 1, 1, 1), cand, np.zeros(len(cand)), ()))
         order, first = cheapest_per_site(cost, shape.by_site, shape.bounds)
         got = [int(site_idx[cand[shape.by_site[shape.bounds[g]]]]) for g in order]
         ranked = np.argsort(cost, kind="stable")

@@ -1,0 +1,157 @@
+"""`broker place --server`: the placement API as a client sees it, including async jobs.
+
+A server answers 202 with a job when the request asks for one (`"async": true`) or is large
+(more than BROKER_MAX_WORKLOADS_SYNC workloads); the command then polls `GET /v1/jobs/{id}`
+until the job has finished or `--timeout` has passed. A failed job carries the problem document
+the same request gets synchronously, so both paths end in one mapping to exit codes
+(`raise_for_problem`). Progress goes to stderr: stdout carries only the placement document.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from broker.cli.exit_codes import EXIT_FAILED
+from broker.errors import Infeasible, InvalidRequest, OverBudget
+
+err = Console(stderr=True)
+
+#: The wait between two polls of a job: short at first (a small async request is done in a few
+#: seconds), then every POLL_MAX_S (one cheap GET; a long solve takes minutes).
+POLL_FIRST_S = 0.25
+POLL_MAX_S = 2.0
+#: How long one HTTP call may take; a poll that gets no answer is retried until --timeout.
+REQUEST_TIMEOUT_S = 30.0
+#: The server's default BROKER_JOB_TIMEOUT_S: a job's solve is capped well below it (300 s).
+DEFAULT_JOB_TIMEOUT_S = 900.0
+
+
+def auth(key: str) -> dict[str, str]:
+    """`Authorization: Bearer $BROKER_API_KEY` for a server that requires keys."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def client(server: str, headers: dict[str, str]) -> httpx.Client:
+    """The HTTP client of one command run (tests hand in a transport by replacing this)."""
+    return httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=REQUEST_TIMEOUT_S)
+
+
+def _body(r: httpx.Response) -> dict[str, Any]:
+    if r.headers.get("content-type", "").split(";")[0].strip().endswith("json"):
+        try:
+            doc = r.json()
+        except ValueError:
+            return {"detail": r.text}
+        return dict(doc) if isinstance(doc, dict) else {"detail": r.text}
+    return {"detail": r.text}
+
+
+def raise_for_problem(status: int, body: dict[str, Any]) -> None:
+    """A problem document as the error it stands for (main.place maps those to exit codes), or
+    exit 1 for a server error; the same for a synchronous answer and for a failed job."""
+    if status == 422 and str(body.get("type", "")).endswith("/over-budget"):
+        raise OverBudget(str(body.get("detail", "over budget")), budget=body.get("budget"))
+    if status == 422 and "conflicts" in body:
+        raise Infeasible(str(body.get("detail", "infeasible")), conflicts=list(body["conflicts"]))
+    if 400 <= status < 500:
+        raise InvalidRequest(str(body.get("detail", "invalid request")), errors=list(body.get("errors") or []))
+    err.print(f"[red]server error {status}:[/red] {escape(str(body.get('detail')))}", soft_wrap=True)
+    raise typer.Exit(EXIT_FAILED)
+
+
+def previous(http: httpx.Client, name: str) -> dict[str, Any] | None:
+    """The newest stored placement of that name (for --max-increase-pct), if any."""
+    r = http.get("/v1/placements", params={"name": name, "limit": 1})
+    items = r.json().get("items", []) if r.status_code == 200 else []
+    if not items:
+        return None
+    got = http.get(f"/v1/placements/{items[0]['id']}")
+    return dict(got.json()) if got.status_code == 200 else None
+
+
+def place(http: httpx.Client, doc: Any, *, timeout_s: float) -> dict[str, Any]:
+    """The placement document the server answers, waiting for it when it queues a job."""
+    r = http.post("/v1/placements", json=doc, timeout=300)
+    body = _body(r)
+    if r.status_code in (200, 201):
+        return body
+    if r.status_code == 202 and body.get("id"):
+        return wait_for_job(http, str(body["id"]), timeout_s=timeout_s)
+    raise_for_problem(r.status_code, body)
+    raise AssertionError("unreachable")  # raise_for_problem always raises
+
+
+def _retry_after(r: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(r.headers["Retry-After"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def wait_for_job(http: httpx.Client, job_id: str, *, timeout_s: float) -> dict[str, Any]:
+    """Poll the job until it has finished: its placement document, or its problem as an error.
+
+    Not finished within `timeout_s`: exit 1 naming the job (it keeps running on the server). A
+    poll that gets no answer or a 429/502/503/504 is retried; no answer up to the deadline is
+    the transport error (exit 5, main.place)."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    interval = POLL_FIRST_S
+    state = "queued"
+    last_error: httpx.TransportError | None = None
+    err.print(f"queued as job {escape(job_id)} (GET /v1/jobs/{escape(job_id)}); waiting up to {timeout_s:g} s")
+    try:
+        with err.status(f"job {escape(job_id)}: {state}") as status:
+            while True:
+                wait: float | None = None
+                try:
+                    r = http.get(f"/v1/jobs/{job_id}")
+                    last_error = None
+                except httpx.TransportError as exc:
+                    last_error = exc
+                else:
+                    if r.status_code == 200:
+                        job = _body(r)
+                        if job.get("status") != state:
+                            state = str(job.get("status"))
+                            err.print(f"job {escape(job_id)}: {escape(state)} after {time.monotonic() - start:.1f} s")
+                        if state == "succeeded" and isinstance(job.get("result"), dict):
+                            return dict(job["result"])
+                        if state == "succeeded":  # a server that lost the document: say so, not a KeyError
+                            raise_for_problem(500, {"detail": f"job {job_id} succeeded without a placement document"})
+                        if state == "failed":
+                            problem = dict(job.get("error") or {})
+                            raise_for_problem(int(problem.get("status") or 500), problem)
+                    elif r.status_code in (429, 502, 503, 504):
+                        wait = _retry_after(r)
+                    else:  # gone (404), or a key that may no longer read it: nothing to wait for
+                        problem = _body(r)
+                        err.print(
+                            f"[red]cannot read job {escape(job_id)}:[/red] {r.status_code} "
+                            f"{escape(str(problem.get('detail', '')))}",
+                            soft_wrap=True,
+                        )
+                        raise typer.Exit(EXIT_FAILED)
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                status.update(f"job {escape(job_id)}: {escape(state)} · {now - start:.0f} s of {timeout_s:g} s")
+                time.sleep(min(wait if wait is not None else interval, deadline - now))
+                interval = min(interval * 2, POLL_MAX_S)
+    except KeyboardInterrupt:
+        err.print(f"stopped waiting; job {escape(job_id)} goes on on the server (GET /v1/jobs/{escape(job_id)})")
+        raise
+    if last_error is not None:
+        raise last_error
+    err.print(
+        f"[red]job {escape(job_id)} has not finished within --timeout {timeout_s:g} s[/red] (still {escape(state)}; "
+        f"it goes on on the server: GET /v1/jobs/{escape(job_id)})",
+        soft_wrap=True,
+    )
+    raise typer.Exit(EXIT_FAILED)
