@@ -83,7 +83,7 @@ def node_share_bound(
     if egress is not None and len(egress.k):
         paired[egress.k] = paired[egress.v] = True
     cols = share_columns(mi, paired, duals, with_gpu_share=opts.gpu_share)
-    lam = start if start is not None else _best_global_split(cols, opts.golden_steps, so_far, stop)[0]
+    lam = start if start is not None else _best_global_split(cols, opts.golden_steps, so_far)[0]
     pairs = paired.any() and egress is not None
     best = -math.inf
     egress_s = 0.0
@@ -259,11 +259,9 @@ def _near_columns(cols: ShareColumns, pt: SplitPoint, lam: FloatArray, trust: fl
     return np.concatenate(near)
 
 
-def _best_global_split(
-    cols: ShareColumns, steps: int, so_far: BestSoFar | None = None, stop: threading.Event | None = None
-) -> tuple[FloatArray, float]:
+def _best_global_split(cols: ShareColumns, steps: int, so_far: BestSoFar | None = None) -> tuple[FloatArray, float]:
     """Golden-section search for the best single split, as a per-pool start and its value; every
-    split's value is a bound, offered to `so_far` at once; `stop` ends the search early."""
+    split's value is a bound, offered to `so_far` at once (a hurried search takes the first)."""
 
     def total(share: float) -> float:
         value = evaluate_split(cols, np.full(cols.n_pools, share)).value
@@ -277,8 +275,6 @@ def _best_global_split(
     fa, fb = total(a), total(b)
     best = max((fa, a), (fb, b))
     for _ in range(steps - 2):
-        if stop is not None and stop.is_set():
-            break
         if fa < fb:  # the maximum lies right of a
             lo, a, fa = a, b, fb
             b = lo + ratio * (hi - lo)
