@@ -122,6 +122,7 @@ def main() -> None:
         days=args.days,
         seed=args.seed,
         solver_options=solver_options(Settings()),  # as the CLI solves: MIPs in a child held to the limit
+        overhead=Settings().node_overhead(),
     )
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     scenario = f"{fleet.name} workloads={len(fleet.workloads)} days={sim.days:g} seed={sim.fleet.seed}"

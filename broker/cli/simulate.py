@@ -68,6 +68,7 @@ def register(app: typer.Typer) -> None:
         from broker.solver_runtime import solver_options
 
         err = Console(stderr=True)
+        settings = load_settings()
         names = [p.strip() for p in policies.split(",") if p.strip()]
         try:
             doc = parse_fleet(read_document(fleet))
@@ -98,7 +99,8 @@ def register(app: typer.Typer) -> None:
                     days=days,
                     seed=seed,
                     progress=tick,
-                    solver_options=solver_options(load_settings()),
+                    solver_options=solver_options(settings),
+                    overhead=settings.node_overhead(),
                 )
         except InvalidRequest as exc:
             print_invalid(exc, "fleet")

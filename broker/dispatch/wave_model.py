@@ -167,6 +167,42 @@ def critical_path(m: Model) -> int:
     return max(tails(m), default=0)
 
 
+def heads(m: Model) -> list[int]:
+    """The earliest each node can start, resources ignored."""
+    head = [0] * len(m.dur)
+    for v in _topological(m.preds, _successors(m)):
+        head[v] = max((head[p] + m.dur[p] for p in m.preds[v]), default=0)
+    return head
+
+
+def lower_bound(m: Model) -> int:
+    """A lower bound on the makespan: the critical path, or a resource's layers if longer.
+
+    Layers: take the nodes of one resource lasting at least p, each cut to its first p seconds
+    (still feasible: usage only drops). In any schedule, the nodes starting within the same p
+    seconds after the first of them all run at that window's last instant, so each window is
+    a bin of the resource's capacity; at least `bins` windows are used (a bin-packing bound on
+    their demands), and the last starts (bins - 1) * p after the first. With equal durations
+    and a budget that does not divide the demand, this proves the list schedule optimal where
+    CP-SAT's energy reasoning alone cannot close the gap.
+    """
+    tail = tails(m)
+    best = max(tail, default=0)
+    if not m.resources:
+        return best
+    head = heads(m)
+    for cap, nodes in m.resources:
+        timed = [v for v in nodes if m.dur[v] > 0 and m.demand[v] > 0]
+        for p in sorted({m.dur[v] for v in timed}):
+            these = [v for v in timed if m.dur[v] >= p]
+            demand = [m.demand[v] for v in these]
+            bins = max(-(-sum(demand) // cap), sum(1 for q in demand if 2 * q > cap))
+            first = min(head[v] for v in these)
+            after = min(tail[v] - m.dur[v] for v in these)  # the shortest chain after a node ends
+            best = max(best, first + bins * p + after)
+    return best
+
+
 def greedy(m: Model) -> list[int]:
     n = len(m.dur)
     succ = _successors(m)
@@ -220,8 +256,11 @@ def makespan(m: Model, start: Sequence[int]) -> int:
 # ---- CP-SAT ---------------------------------------------------------------------------------
 
 
-def cpsat(m: Model, hint: Sequence[int], time_limit_s: float) -> tuple[list[int], int, int, bool] | None:
-    """Starts, makespan, lower bound, proved optimal; None when CP-SAT found no schedule in time."""
+def cpsat(
+    m: Model, hint: Sequence[int], time_limit_s: float, bound: int = 0
+) -> tuple[list[int], int, int, bool] | None:
+    """Starts, makespan, lower bound, proved optimal; None when CP-SAT found no schedule in time.
+    `bound`: a makespan no schedule beats (`lower_bound`), which CP-SAT need not prove again."""
     from ortools.sat.python import cp_model  # lazily: only a plan with moves pays the import
 
     horizon = makespan(m, hint)
@@ -235,7 +274,7 @@ def cpsat(m: Model, hint: Sequence[int], time_limit_s: float) -> tuple[list[int]
     for cap, nodes in m.resources:
         intervals = [model.new_fixed_size_interval_var(start[v], m.dur[v], "") for v in nodes]
         model.add_cumulative(intervals, [m.demand[v] for v in nodes], cap)
-    span = model.new_int_var(0, horizon, "makespan")
+    span = model.new_int_var(min(bound, horizon), horizon, "makespan")
     for v in range(n):
         model.add(span >= start[v] + m.dur[v])
     model.add_hint(span, horizon)  # a complete hint is taken as the first solution
@@ -252,4 +291,5 @@ def cpsat(m: Model, hint: Sequence[int], time_limit_s: float) -> tuple[list[int]
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     starts = [int(solver.value(s)) for s in start]
-    return starts, int(solver.value(span)), int(solver.best_objective_bound), status == cp_model.OPTIMAL
+    lower = max(bound, int(solver.best_objective_bound))
+    return starts, int(solver.value(span)), lower, status == cp_model.OPTIMAL

@@ -58,7 +58,7 @@ class Timing:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    # "cp-sat"; "list" (the greedy list schedule, used when it meets the critical-path bound, so
+    # "cp-sat"; "list" (the greedy list schedule, used when it meets the lower bound, so
     # provably optimal without a search); "advisory" (the planner's waves one after the other)
     engine: str
     status: str  # cp-sat, list: "optimal" | "feasible"; advisory: why no other answer was used
@@ -174,13 +174,13 @@ def schedule_steps(
         fast = wave_model.greedy(m)
         if wave_model.makespan(m, fast) < wave_model.makespan(m, hint):
             hint, used = fast, "list"
-        bound = wave_model.critical_path(m)
+        bound = wave_model.lower_bound(m)
         known = (hint, wave_model.makespan(m, hint), bound, False)
         found: tuple[list[int], int, int, bool] | None = None
         if known[1] == bound:  # nothing can finish sooner: no search needed
             found = (hint, bound, bound, True)
         else:
-            found = wave_model.cpsat(m, hint, time_limit_s)
+            found = wave_model.cpsat(m, hint, time_limit_s, bound)
             if found is None:  # CP-SAT found nothing in its time: the best schedule known
                 found, why = known, "cp-sat found no schedule in its time"
             else:

@@ -83,7 +83,7 @@ class SimulationService:
                 msg = "trace files are read by the CLI only; the API replays the bundled traces or inline usage"
                 raise InvalidRequest(msg, errors=[{"loc": ["traces"], "msg": msg}])
             build_usage(fleet, read_usage_traces(), days=fleet.days if days is None else days)
-            build_market(fleet, parts_of(self.broker.catalog()))
+            build_market(fleet, parts_of(self.broker.catalog()), self.broker.settings.node_overhead())
         except InvalidRequest as exc:
             raise _within(exc, ["body", "fleet"], days_given=days is not None) from exc
         return fleet if seed is None else fleet.model_copy(update={"seed": seed})
@@ -175,6 +175,7 @@ class SimulationService:
                 seed=int(request["seed"]),
                 progress=self._progress(sid, len(request["policies"])),
                 solver_options=solver_options(self.broker.settings),
+                overhead=self.broker.settings.node_overhead(),
             )
         except Cancelled:
             self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})

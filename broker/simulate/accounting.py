@@ -1,7 +1,8 @@
 """What one 5-minute step costs and how well it served, vectorised over nodes and replicas.
 
 Requests are reservations, not limits: what hurts is contention. Per node and step, usage of
-the replicas running there above the node's cores is starved; replicas without a running node
+the replicas running there above the cores pods may use (the node's allocatable: its own less
+what its Kubernetes and the DaemonSets reserve) is starved; replicas without a running node
 are unavailable. Traffic reaches only running replicas, so the survivors of an interruption
 carry its load. Every node not yet gone is billed (a starting node too), plus each placed
 replica's volume at its node's site, plus egress between dependent workloads at different sites.
@@ -84,7 +85,7 @@ def account(
     frac_node = np.where(state == READY, 1.0, 0.0)
     late = (state == STARTING) & (ready_s < t1)
     frac_node[late] = (t1 - np.maximum(ready_s[late], t0)) / STEP_S
-    cap_cpu = t.vcpus[pool] * frac_node
+    cap_cpu = t.vcpus[pool] * frac_node  # allocatable (market.py); billing and utilisation use the raw size
     cap_mem = t.memory_gib[pool] * frac_node
 
     r = c.n_reps
@@ -124,9 +125,9 @@ def account(
     s["spend"][step] = compute + storage + egress
     s["demand_cpu"][step] = float(cpu.sum())
     s["used_cpu"][step] = float(np.minimum(node_cpu, cap_cpu).sum())
-    s["provisioned_cpu"][step] = float(t.vcpus[pool[billed]].sum())
+    s["provisioned_cpu"][step] = float(t.raw_vcpus[pool[billed]].sum())  # billed: the instance's size
     s["used_memory"][step] = float(np.minimum(node_mem, cap_mem).sum())
-    s["provisioned_memory"][step] = float(t.memory_gib[pool[billed]].sum())
+    s["provisioned_memory"][step] = float(t.raw_memory_gib[pool[billed]].sum())
     s["starved_core_min"][step] = float(starved_node.sum()) * STEP_MIN
     s["unavailable_replica_min"][step] = float((1.0 - frac[alive]).sum()) * STEP_MIN
     s["slo_violation_replica_min"][step] = float((by_site * ~m.latency_ok).sum()) * STEP_MIN

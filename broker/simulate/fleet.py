@@ -131,6 +131,8 @@ class CheapestFitIn(Strict):
 class BrokerPolicyIn(Strict):
     replan_hours: float = Field(12.0, gt=0)
     headroom_pct: float = Field(20.0, ge=0, le=400)
+    # per workload, the headroom that covered the peak of a held-out horizon (policies/sizing.py)
+    calibrate_headroom: bool = True
     forecast_hours: float = Field(24.0, gt=0, le=24 * 7)
     payback_hours: float = Field(24.0, gt=0)
     min_saving_pct: float = Field(5.0, ge=0, le=100)

@@ -3,6 +3,11 @@
 Pure: built from the catalog's parts (pool table, latency model, transfer and storage prices),
 which the edge loads (from the bundled snapshot in the CLI, from the broker's catalog in the
 API). Reserved capacity is left out: a commitment is bought for years, not in 5-minute steps.
+
+Every pool's vcpus and memory_gib are its allocatable capacity (broker/core/allocatable.py,
+with the node overhead the edge's settings give), as the product's solver sees them: what
+every policy packs on, what the broker policy solves over and what contention is counted
+against; the instance's own size stays in raw_vcpus / raw_memory_gib (billed capacity).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from broker.core.allocatable import NodeOverhead, allocatable
 from broker.core.domain import CapacityType, Site, SiteKind, UserRegion, Workload
 from broker.core.latency import LatencyModel
 from broker.core.node_startup import node_startup_s
@@ -57,6 +63,7 @@ class Market:
     feasible: BoolArray  # [workload, pool] every hard constraint but size (policies size replicas)
     hardware_ok: BoolArray  # [workload, pool] architecture and GPUs alone
     user_regions: tuple[UserRegion, ...]
+    overhead: NodeOverhead = field(default_factory=NodeOverhead)  # per node, what DaemonSets request
     _tables: dict[tuple[object, ...], PoolTable] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -89,7 +96,7 @@ class Market:
             ]
             if len(cache) > 8:
                 cache.clear()
-            cache[key] = build_pool_table(t.sites, pools).compact()
+            cache[key] = allocatable(build_pool_table(t.sites, pools), self.overhead).compact()
         return cache[key]
 
     def _problem(self, request: Any, t: PoolTable) -> PlacementProblem:
@@ -103,8 +110,10 @@ class Market:
         )
 
 
-def build_market(fleet: FleetIn, parts: CatalogParts) -> Market:
-    """Raises InvalidRequest naming the field when the fleet names a site the catalog lacks."""
+def build_market(fleet: FleetIn, parts: CatalogParts, overhead: NodeOverhead | None = None) -> Market:
+    """Raises InvalidRequest naming the field when the fleet names a site the catalog lacks.
+    `overhead`: what DaemonSets request per node (the settings' node_overhead; default its default)."""
+    overhead = overhead if overhead is not None else NodeOverhead()
     full = parts.table
     errors: list[dict[str, Any]] = []
     if fleet.sites is not None:
@@ -130,7 +139,7 @@ def build_market(fleet: FleetIn, parts: CatalogParts) -> Market:
     kept_ids = {s.id for s in sites}
     reserved = CapacityType.RESERVED
     pools = [p for p in full.pools if p.site in kept_ids and p.capacity_type != reserved]
-    table = build_pool_table(sites, pools)
+    table = allocatable(build_pool_table(sites, pools), overhead)
     egress_raw = parts.egress[np.ix_(keep, keep)]
     internet = parts.internet_egress[keep]
     storage = parts.storage[keep]
@@ -155,6 +164,7 @@ def build_market(fleet: FleetIn, parts: CatalogParts) -> Market:
         feasible=_capacity_ok(workloads, table) & hardware & (residency_ok & latency_ok)[:, table.site_idx],
         hardware_ok=hardware,
         user_regions=regions,
+        overhead=overhead,
     )
 
 
@@ -239,5 +249,5 @@ def _risk(t: PoolTable) -> FloatArray:
     out = np.zeros(t.n_pools)
     spot = np.flatnonzero(t.cap_idx == SPOT)
     for p in spot.tolist():
-        out[p] = interruption_risk_month(str(t.site_provider[t.site_idx[p]]), float(t.vcpus[p]))
+        out[p] = interruption_risk_month(str(t.site_provider[t.site_idx[p]]), float(t.raw_vcpus[p]))
     return out

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from broker.core.allocatable import NodeOverhead
 from broker.errors import InvalidRequest
 from broker.simulate.engine import RunResult, simulate
 from broker.simulate.events import build_scenario
@@ -53,15 +54,18 @@ def run_simulation(
     seed: int | None = None,
     progress: Progress | None = None,
     solver_options: SolverOptions | None = None,
+    overhead: NodeOverhead | None = None,
 ) -> Simulation:
-    """Validate everything first (policies, sites, series, length), then replay each policy."""
+    """Validate everything first (policies, sites, series, length), then replay each policy.
+    `overhead`: per node, what DaemonSets request (the settings' node_overhead), as the solver
+    of the product leaves it out of every node's allocatable capacity."""
     names = check_policies(policies)
     if seed is not None:
         fleet = fleet.model_copy(update={"seed": seed})
     length = fleet.days if days is None else days
     if length <= 0:
         raise InvalidRequest("days must be positive", errors=[{"loc": ["days"], "msg": "must be positive"}])
-    market = build_market(fleet, parts)
+    market = build_market(fleet, parts, overhead)
     usage = build_usage(fleet, traces, days=length)
     scenario = build_scenario(fleet, market, days=length)
     made = [(n, POLICIES[n](fleet, market)) for n in names]  # configuration errors before any replay

@@ -30,10 +30,15 @@ class BestSoFar:
 
     value: float = -math.inf
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # set by the first finite offer (or by whoever stops waiting for one): a search whose time
+    # is up waits for this, not for the thread to end
+    proven: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def offer(self, value: float) -> None:
         with self._lock:
             self.value = max(self.value, value)
+        if self.value > -math.inf:
+            self.proven.set()
 
 
 @dataclass(frozen=True)

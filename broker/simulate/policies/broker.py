@@ -54,8 +54,10 @@ class BrokerPolicy:
         self.cfg = cfg
         self.market = market
         self.fleet = fleet
-        self.req = Requests.declared(market)
-        self.sizer = Sizer(cfg.forecast, int(cfg.forecast_hours * 3600 / STEP_S), cfg.headroom_pct / 100.0)
+        self.req = self.declared = Requests.declared(market)
+        self.sizer = Sizer(
+            cfg.forecast, int(cfg.forecast_hours * 3600 / STEP_S), cfg.headroom_pct / 100.0, cfg.calibrate_headroom
+        )
         self.migration_cost = fleet.costs.migration_per_replica
         self.next_replan_s = cfg.replan_hours * 3600.0
         self.last_drift_s = -np.inf
@@ -105,7 +107,7 @@ class BrokerPolicy:
         reps = view.replicas
         cpu = self.req.cpu.copy()
         mem = self.req.memory_gib.copy()
-        cpu[rows] = self.sizer.cpu(view.cpu_seen, rows, reps)
+        cpu[rows] = self.sizer.cpu(view.cpu_seen, rows, reps, self.declared.cpu)
         mem[rows] = self.sizer.memory(view.memory_seen, rows, reps)
         # the last hour's highest use is a floor: a forecast must not undercut what runs now
         recent = view.cpu_seen[rows, -STEPS_PER_DAY // 24 :].max(axis=1) / np.maximum(reps[rows], 1)

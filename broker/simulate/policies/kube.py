@@ -24,6 +24,7 @@ from broker.simulate.cluster import READY, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
 from broker.simulate.policies.base import (
+    EPS,
     Requests,
     SimContext,
     StepView,
@@ -53,6 +54,20 @@ class KubeDefault:
         self.pool_ok = np.zeros((len(market.workloads), t.n_pools), dtype=bool)
         self.pool_ok[:, self.pool] = market.residency_ok[:, site] & market.hardware_ok[:, self.pool]
         self.capacity = np.array([t.vcpus[self.pool], t.memory_gib[self.pool], t.gpus[self.pool]])
+        # a pod larger than the node group's allocatable stays Pending for ever: a fleet that
+        # cannot run under its own baseline is a configuration error, not a figure
+        big = np.flatnonzero(
+            self.pool_ok[:, self.pool]
+            & (np.vstack([self.req.cpu, self.req.memory_gib]) > self.capacity[:2, None] + EPS).any(axis=0)
+        )
+        if len(big):
+            w = market.workloads[int(big[0])]
+            loc = ["policies", "kube-default", "instance_type"]
+            msg = (
+                f"{cfg.instance_type!r} allocates {self.capacity[0]:.2f} vCPUs and {self.capacity[1]:.2f} GiB to pods; "
+                f"workload {w.name!r} requests {w.cpu:g} and {w.memory_gib:g} (choose a larger type)"
+            )
+            raise InvalidRequest(msg, errors=[{"loc": loc, "msg": msg}])
         self.utilization = cfg.scale_down_utilization
         self.unneeded_s = cfg.scale_down_unneeded_minutes * 60.0
         self.unneeded_since: dict[int, float] = {}

@@ -6,6 +6,13 @@ product sizes it (broker/forecast/sizing.py): the peak of the p95 forecast over 
 times (1 + headroom), spread over the replicas. Memory is not (a replica above its memory is
 OOM-killed), so it is sized from the highest usage of the last week, times (1 + headroom).
 The forecast model is trained once, on the history before the simulated window only.
+
+Calibrated headroom (`calibrate`): one headroom for every workload starves the spiky ones,
+whose rare bursts the p95 never sees. So the last three horizons of the history are held out: a
+model trained on what precedes them forecasts each from its start (rolling origins), and each
+workload's headroom becomes what would have covered its highest held-out peak (actual peak /
+forecast p95 peak - 1), never below the configured headroom, and the request it gives never
+above the workload's declared request (unless the configured headroom alone asks for more).
 """
 
 from __future__ import annotations
@@ -21,25 +28,58 @@ from broker.forecast.model import ForecastModel, TrainParams, train
 from broker.forecast.sizing import FLOORS
 from broker.simulate.fleet import STEP_S, STEPS_PER_DAY
 
+MAX_HEADROOM = 4.0  # as BrokerPolicyIn.headroom_pct allows at most
+
 
 @dataclass
 class Sizer:
     method: str  # "xgboost" | "baseline"
     horizon: int  # steps
     headroom: float  # fraction
+    calibrate: bool = False
+    held_out: int = 3  # horizons held out to calibrate on: one is a single sample of a rare burst
     model: ForecastModel | None = None
+    headroom_k: FloatArray | None = None  # per workload, when calibrated
 
     def fit(self, cpu_history: FloatArray) -> None:
         """Train on the history (the model needs two days of it; with less, the baseline sizes)."""
+        self.model = self._train(cpu_history)
+        if self.calibrate:
+            self.headroom_k = self._held_out_headroom(cpu_history)
+
+    def _train(self, cpu_history: FloatArray) -> ForecastModel | None:
         if self.method == "xgboost" and cpu_history.shape[1] >= 2 * STEPS_PER_DAY:
-            self.model = train(_panel(cpu_history), horizon=self.horizon, params=TrainParams(nthread=2))
+            return train(_panel(cpu_history), horizon=self.horizon, params=TrainParams(nthread=2))
+        return None
+
+    def _held_out_headroom(self, cpu_history: FloatArray) -> FloatArray:
+        """Per workload, the headroom over the p95 peak that covered the peak of each of the last
+        `held_out` horizons (rolling origins), forecast by a model trained on what precedes them
+        all; the configured headroom where no horizon has two days before it."""
+        n, steps = cpu_history.shape
+        need = np.full(n, self.headroom)
+        windows = min(self.held_out, (steps - 2 * STEPS_PER_DAY) // self.horizon)
+        if windows < 1:
+            return need
+        first = steps - windows * self.horizon
+        model = self._train(cpu_history[:, :first])
+        rows = np.arange(n)
+        for origin in range(first, steps, self.horizon):
+            peak = self._p95_peak(model, cpu_history[:, :origin], rows)
+            actual = np.nanmax(np.nan_to_num(cpu_history[:, origin : origin + self.horizon], nan=0.0), axis=1)
+            ratio = np.divide(actual, peak, out=np.where(actual > 0, np.inf, 1.0), where=peak > 0)
+            need = np.maximum(need, ratio - 1.0)
+        return np.asarray(np.clip(need, self.headroom, max(MAX_HEADROOM, self.headroom)))
 
     def p95_peak(self, cpu_seen: FloatArray, rows: IntArray) -> FloatArray:
         """Per workload in `rows`: the highest p95 over the next `horizon` steps (total cores)."""
+        return self._p95_peak(self.model, cpu_seen, rows)
+
+    def _p95_peak(self, model: ForecastModel | None, cpu_seen: FloatArray, rows: IntArray) -> FloatArray:
         if len(rows) == 0:
             return np.zeros(0)
-        if self.model is not None:
-            forecasts = self.model.forecast(_panel(cpu_seen[rows]), self.horizon)
+        if model is not None:
+            forecasts = model.forecast(_panel(cpu_seen[rows]), self.horizon)
             return np.array([float(np.max(f.p95)) for f in forecasts])
         out = np.zeros(len(rows))
         for i, k in enumerate(rows.tolist()):
@@ -47,8 +87,17 @@ class Sizer:
             out[i] = float(np.max(p95))
         return out
 
-    def cpu(self, cpu_seen: FloatArray, rows: IntArray, replicas: IntArray) -> FloatArray:
-        per = self.p95_peak(cpu_seen, rows) * (1.0 + self.headroom) / np.maximum(replicas[rows], 1)
+    def cpu(
+        self, cpu_seen: FloatArray, rows: IntArray, replicas: IntArray, declared: FloatArray | None = None
+    ) -> FloatArray:
+        """Per replica of the workloads in `rows`; `declared`: per workload, the declared request
+        per replica, which a calibrated headroom does not push the request past."""
+        peak = self.p95_peak(cpu_seen, rows)
+        reps = np.maximum(replicas[rows], 1)
+        per = peak * (1.0 + self.headroom) / reps
+        if self.headroom_k is not None:
+            wide = peak * (1.0 + self.headroom_k[rows]) / reps
+            per = np.maximum(per, wide if declared is None else np.minimum(wide, declared[rows]))
         return np.maximum(per, FLOORS["cpu"])
 
     def memory(self, mem_seen: FloatArray, rows: IntArray, replicas: IntArray) -> FloatArray:

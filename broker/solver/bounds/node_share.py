@@ -83,7 +83,7 @@ def node_share_bound(
     if egress is not None and len(egress.k):
         paired[egress.k] = paired[egress.v] = True
     cols = share_columns(mi, paired, duals, with_gpu_share=opts.gpu_share)
-    lam = start if start is not None else _best_global_split(cols, opts.golden_steps)[0]
+    lam = start if start is not None else _best_global_split(cols, opts.golden_steps, so_far)[0]
     pairs = paired.any() and egress is not None
     best = -math.inf
     egress_s = 0.0
@@ -102,6 +102,10 @@ def node_share_bound(
     so_far.offer(point.value)
     if not pairs or egress is None:
         return point.value
+    if stop is not None and stop.is_set():
+        # told to hurry (the search's time is up and it waits for this thread): what is proven
+        # stands; the LP below would run for at least what the first one took
+        return max(best, point.value)
     # at least what the first LP took: the ascent can end a little past its deadline
     left = max(time_budget_s - (time.perf_counter() - started), egress_s / opts.egress_margin)
     best = max(best, point.value + egress_gain(mi, cols, point, egress, left))
@@ -255,11 +259,15 @@ def _near_columns(cols: ShareColumns, pt: SplitPoint, lam: FloatArray, trust: fl
     return np.concatenate(near)
 
 
-def _best_global_split(cols: ShareColumns, steps: int) -> tuple[FloatArray, float]:
-    """Golden-section search for the best single split, as a per-pool start and its value."""
+def _best_global_split(cols: ShareColumns, steps: int, so_far: BestSoFar | None = None) -> tuple[FloatArray, float]:
+    """Golden-section search for the best single split, as a per-pool start and its value; every
+    split's value is a bound, offered to `so_far` at once (a hurried search takes the first)."""
 
     def total(share: float) -> float:
-        return evaluate_split(cols, np.full(cols.n_pools, share)).value
+        value = evaluate_split(cols, np.full(cols.n_pools, share)).value
+        if so_far is not None:
+            so_far.offer(value)
+        return value
 
     ratio = (math.sqrt(5.0) - 1.0) / 2.0
     lo, hi = 0.0, 1.0

@@ -112,12 +112,14 @@ class SearchState:
 
 def bound_of(fut: Future[float], so_far: BestSoFar, wait_s: float, hurry: threading.Event) -> float:
     """A bound thread's result if it ends within `wait_s`; else it is told to hurry and the best
-    it proved so far stands, or, when it has proved nothing yet, the quick bound it then ends
-    with: the request's time limit holds as far as a valid bound allows."""
+    it proved so far stands, or, when it has proved nothing yet, the first bound it proves (or
+    the quick bound it ends with): the request's time limit holds as far as a valid bound allows."""
     try:
         return fut.result(timeout=max(wait_s, 0.0))
     except TimeoutError:
         hurry.set()
+        fut.add_done_callback(lambda _f: so_far.proven.set())  # a thread that ends proved what it could
+        so_far.proven.wait()
         return so_far.value if so_far.value > -math.inf else fut.result()
 
 

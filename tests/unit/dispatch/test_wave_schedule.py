@@ -128,6 +128,39 @@ def test_the_greedy_list_schedule_is_feasible_for_the_model() -> None:
     assert wave_model.critical_path(m) <= wave_model.makespan(m, start) <= (plan.makespan_s or 0)
 
 
+def test_equal_start_ups_under_a_budget_that_does_not_divide_them_are_proven_without_a_search() -> None:
+    """Four workloads of 3 replicas start on GCP (120 s each) under a budget of 5: no two fit
+    together, so 4 x 120 s; the energy bound (12 x 120 / 5 = 288 s) cannot prove it, the layers can."""
+    old = [Slot(w, "aws:eu-9/c/spot", FAILED, 3) for w in ("a", "b", "c", "d")]
+    new = [Slot(w, "gcp:eu-2/n/spot", "gcp:eu-2", 3) for w in ("a", "b", "c", "d")]
+    plan = plan_migration(old, new, disruption_budget=5, failed_sites={FAILED}, schedule_time_limit_s=5)
+    check_schedule(old, new, plan, depends_on={}, budget=5, max_unavailable={}, failed={FAILED})
+    assert plan.schedule is not None
+    assert plan.schedule.makespan_s == plan.schedule.lower_bound_s == 4 * 120
+    assert plan.schedule.engine != "cp-sat" and plan.schedule.status == "optimal"  # proven without a search
+
+
+@st.composite
+def models(draw: st.DrawFn) -> wave_model.Model:
+    n = draw(st.integers(1, 9))
+    dur = draw(st.lists(st.sampled_from([0, 30, 60, 120, 150]), min_size=n, max_size=n))
+    demand = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    preds = [sorted(set(draw(st.lists(st.integers(0, v - 1), max_size=2)))) if v else [] for v in range(n)]
+    cap = draw(st.integers(4, 7))
+    mine = sorted(set(draw(st.lists(st.integers(0, n - 1), max_size=n))))
+    resources = [(cap, list(range(n)))] + ([(draw(st.integers(4, cap)), mine)] if mine else [])
+    return wave_model.Model(dur=dur, demand=demand, resources=resources, preds=preds, kept=list(range(n)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=models())
+def test_the_lower_bound_never_passes_the_optimum(m: wave_model.Model) -> None:
+    start = wave_model.greedy(m)
+    found = wave_model.cpsat(m, start, 5.0)  # no bound given: CP-SAT proves the optimum alone
+    assert found is not None and found[3]
+    assert wave_model.critical_path(m) <= wave_model.lower_bound(m) <= found[1] <= wave_model.makespan(m, start)
+
+
 @pytest.mark.parametrize(("value", "replicas", "out"), [(None, 9, 10), (3, 9, 3), ("25%", 9, 3), ("1%", 9, 1)])
 def test_max_unavailable_resolution(value: int | str | None, replicas: int, out: int) -> None:
     assert resolve_max_unavailable(value, replicas, 10) == out

@@ -82,6 +82,8 @@ def test_step_accounting_contention_spend_and_unavailability(market):
     c = Cluster(market, 3)
     c.instant = True
     pool = _pool(market, "aws:us-east-1/m5.large/ondemand")  # 2 vCPU, 8 GiB, 0.096 $/h
+    alloc = float(market.table.vcpus[pool])  # less what EKS and the DaemonSets reserve
+    assert alloc == pytest.approx(2.0 - 0.07 - 0.1)
     node = c.launch(pool)
     c.add_replicas(0, 2)
     c.add_replicas(1, 1)  # db: pending, no node
@@ -89,19 +91,20 @@ def test_step_accounting_contention_spend_and_unavailability(market):
     c.bind(1, node)
     c.instant = False
     ledger = Ledger(1, 2)
-    cpu = np.array([3.0, 1.0, 0.0])  # web uses 3 cores on a 2-core node: 1 core starved for 5 minutes
+    cpu = np.array([3.0, 1.0, 0.0])  # web uses 3 cores on a 2-core node: 1.17 cores starved for 5 minutes
     mem = np.array([2.0, 4.0, 0.0])
     account(ledger, c, 0, cpu, mem, deps=NO_DEPS, tenant_of=np.array([0, 0, 1]))
     s = ledger.series
-    assert s["starved_core_min"][0] == pytest.approx(5.0)
-    assert s["used_cpu"][0] == pytest.approx(2.0)
+    assert s["starved_core_min"][0] == pytest.approx((3.0 - alloc) * 5.0)  # contention: above allocatable
+    assert s["used_cpu"][0] == pytest.approx(alloc)
     assert s["unavailable_replica_min"][0] == pytest.approx(5.0)
     compute = 0.096 * 5 / 60
     assert s["spend_compute"][0] == pytest.approx(compute)
-    assert s["provisioned_cpu"][0] == 2.0
-    # tenant a asked for 4 cores for 5 minutes, got 2 (1 starved, db's 1 unavailable)
+    assert s["provisioned_cpu"][0] == 2.0  # billed: the instance's own size
+    assert s["provisioned_memory"][0] == 8.0
+    # tenant a asked for 4 cores for 5 minutes, got 1.83 (1.17 starved, db's 1 unavailable)
     assert ledger.tenant_demand[0] == pytest.approx(20.0)
-    assert ledger.tenant_unserved[0] == pytest.approx(10.0)
+    assert ledger.tenant_unserved[0] == pytest.approx((3.0 - alloc + 1.0) * 5.0)
 
 
 def test_node_ready_mid_step_counts_its_share(market):
@@ -148,3 +151,14 @@ def test_losing_the_old_node_mid_move_waits_for_the_new_one(market):
     assert c.rep_node[0] == b and not c.running()[0]
     c.ready_until(150.0)
     assert c.running()[0] and c.sched_latency_s == [90.0]
+
+
+def test_policies_pack_on_the_capacity_the_solver_solves_over(market):
+    """Every policy packs on market.table, the broker policy solves over solver_table: one capacity,
+    allocatable (the instance's size less what its Kubernetes and the DaemonSets reserve)."""
+    t, solved = market.table, market.solver_table((), None)
+    assert solved.n_pools > 0
+    for i, p in enumerate(solved.pools):
+        j = t.pool_index[p.id]
+        assert (solved.vcpus[i], solved.memory_gib[i]) == (t.vcpus[j], t.memory_gib[j])
+    assert (t.vcpus < t.raw_vcpus).all() and (t.memory_gib < t.raw_memory_gib).all()

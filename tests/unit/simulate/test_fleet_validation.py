@@ -88,6 +88,17 @@ def test_unknown_instance_type(fleet_doc, parts, traces):
     assert _locs(exc) == [["policies", "kube-default", "instance_type"]]
 
 
+def test_a_workload_larger_than_the_node_groups_allocatable_is_refused(fleet_doc, parts, traces):
+    """8 GiB on an m5.large: its raw size, but EKS and the DaemonSets keep 0.9 GiB of it; the pod
+    would stay Pending for ever under kube-default."""
+    fleet_doc["policies"]["kube-default"]["instance_type"] = "m5.large"
+    fleet_doc["workloads"][1]["memory_gib"] = 8
+    with pytest.raises(InvalidRequest) as exc:
+        run_simulation(parse_fleet(fleet_doc), parts, traces, policies=["kube-default"])
+    assert _locs(exc) == [["policies", "kube-default", "instance_type"]]
+    assert repr(fleet_doc["workloads"][1]["name"]) in exc.value.detail
+
+
 def test_unknown_policy():
     with pytest.raises(InvalidRequest) as exc:
         check_policies(["kube-default", "magic"])

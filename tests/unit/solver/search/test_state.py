@@ -34,6 +34,22 @@ def test_a_thread_that_proved_nothing_yet_is_waited_for_its_quick_bound() -> Non
     assert bound_of(fut, so_far, 0.1, hurry) == 7.0  # told to hurry, it ended with its bound
 
 
+def _late_bound(so_far: BestSoFar, hurry: threading.Event, first: float, final: float) -> float:
+    """Proves `first` only once told to hurry, then works on for seconds before ending with `final`."""
+    hurry.wait(timeout=30)
+    so_far.offer(first)
+    time.sleep(3.0)
+    return final
+
+
+def test_a_hurried_thread_is_waited_for_its_first_bound_not_its_end() -> None:
+    so_far, hurry = BestSoFar(), threading.Event()
+    fut = in_thread("t", _late_bound, so_far, hurry, 2.0, 9.0)
+    t0 = time.perf_counter()
+    assert bound_of(fut, so_far, 0.05, hurry) == 2.0
+    assert time.perf_counter() - t0 < 2.5
+
+
 def test_a_thread_that_ends_in_time_gives_its_own_value() -> None:
     so_far, hurry = BestSoFar(), threading.Event()
     hurry.set()

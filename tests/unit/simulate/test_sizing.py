@@ -1,0 +1,45 @@
+"""The broker policy's sizing: a calibrated headroom covers what a held-out horizon showed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from broker.simulate.fleet import STEPS_PER_DAY
+from broker.simulate.policies.sizing import MAX_HEADROOM, Sizer
+
+
+def _history(days: int = 7) -> np.ndarray:
+    """Two steady workloads around 1 core; the second bursts to 6 cores for 10 minutes a day."""
+    rng = np.random.default_rng(3)
+    h = np.abs(rng.normal(1.0, 0.05, (2, days * STEPS_PER_DAY)))
+    h[1, STEPS_PER_DAY // 2 :: STEPS_PER_DAY] = 6.0
+    h[1, STEPS_PER_DAY // 2 + 1 :: STEPS_PER_DAY] = 6.0
+    return h
+
+
+def test_a_bursty_workload_gets_the_headroom_its_held_out_peak_needed() -> None:
+    h = _history()
+    s = Sizer("baseline", STEPS_PER_DAY, 0.2, calibrate=True)
+    s.fit(h)
+    assert s.headroom_k is not None
+    steady, bursty = s.headroom_k.tolist()
+    assert steady == pytest.approx(0.2)  # the steady one's p95 covered it: the configured floor
+    assert 2.0 < bursty <= MAX_HEADROOM  # its p95 (~1 core) missed the 6-core burst
+    rows, reps = np.arange(2), np.array([2, 2])
+    plain = Sizer("baseline", STEPS_PER_DAY, 0.2)
+    plain.fit(h)
+    fixed = plain.cpu(h, rows, reps)
+    sized = s.cpu(h, rows, reps)
+    assert sized[0] == pytest.approx(fixed[0])
+    assert sized[1] == pytest.approx(fixed[1] * (1 + bursty) / 1.2)  # the same p95 peak, a wider headroom
+    assert sized[1] * 2 > 4.0 > fixed[1] * 2
+    # never past what the user declared for the burst
+    capped = s.cpu(h, rows, reps, declared=np.array([4.0, 2.5]))
+    assert capped[1] == pytest.approx(2.5) and capped[0] == pytest.approx(fixed[0])
+
+
+def test_without_a_day_before_the_held_out_horizon_the_configured_headroom_stands() -> None:
+    s = Sizer("baseline", STEPS_PER_DAY, 0.2, calibrate=True)
+    s.fit(_history(days=1)[:, : STEPS_PER_DAY + 10])
+    assert s.headroom_k is not None and s.headroom_k.tolist() == [0.2, 0.2]
