@@ -53,20 +53,30 @@ def co_located(mi: ModelInput, x: ClassPlacement, *, sites_tried: int = 3, until
         pairs.setdefault(int(deps.component[k]), []).append((int(local[k]), int(local[v]), gib))
         sends[k] += mi.cost_weight * GIB_IN_GB * gib
         receives[v] += mi.cost_weight * GIB_IN_GB * gib
-    for k in np.argsort(-paid, kind="stable").tolist():
-        if paid[k] <= 1e-9 or time.perf_counter() >= until:
-            break
-        comp = _members(mi, members[k], sends, receives)
-        best: tuple[float, dict[int, ClassPools]] | None = None
-        for s in _sites_to_try(mi, st, comp, sites_tried, float(paid[k])):
-            moved = _component_at(mi, st, comp, s)
-            if moved is None:
-                continue
-            gain = st.delta(moved, members[k], pairs[k])
-            if gain is not None and gain < -1e-9 and (best is None or gain < best[0]):
-                best = (gain, moved)
-        if best is not None:
-            st.apply(best[1])
+    known: dict[int, dict[int, _Member]] = {}
+    sites: dict[int, list[int]] = {}
+    # a first pass tries each component at its best estimated site only, the next at the others
+    # of its `sites_tried` (chosen before it moved): on big requests the time runs out before one
+    # pass over every site ends, and the first pass reaches most of the gain in less than half
+    # the time
+    order = [k for k in np.argsort(-paid, kind="stable").tolist() if paid[k] > 1e-9]
+    for first in (True, False):
+        for k in order:
+            if time.perf_counter() >= until:
+                break
+            comp = known.setdefault(k, _members(mi, members[k], sends, receives))
+            if first:
+                sites[k] = _sites_to_try(mi, st, comp, sites_tried, float(paid[k]))
+            best: tuple[float, dict[int, ClassPools]] | None = None
+            for s in sites[k][:1] if first else sites.get(k, [])[1:]:
+                moved = _component_at(mi, st, comp, s)
+                if moved is None:
+                    continue
+                gain = st.delta(moved, members[k], pairs[k])
+                if gain is not None and gain < -1e-9 and (best is None or gain < best[0]):
+                    best = (gain, moved)
+            if best is not None:
+                st.apply(best[1])
     return st.placement()
 
 
