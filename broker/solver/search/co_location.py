@@ -64,7 +64,9 @@ def co_located(mi: ModelInput, x: ClassPlacement, *, sites_tried: int = 3, until
         for k in order:
             if time.perf_counter() >= until:
                 break
-            comp = known.setdefault(k, _members(mi, members[k], sends, receives))
+            if k not in known:
+                known[k] = _members(mi, members[k], sends, receives)
+            comp = known[k]
             if first:
                 sites[k] = _sites_to_try(mi, st, comp, sites_tried, float(paid[k]))
             best: tuple[float, dict[int, ClassPools]] | None = None
@@ -106,11 +108,14 @@ class _Placed:
             keep.setdefault(c, {})[p] = r
         caps = list(zip(mi.vcpus.tolist(), mi.mem.tolist(), np.maximum(mi.gpus, 1e-12).tolist(), strict=True))
         out = cls(mi, [{} for _ in mi.classes], {}, {}, {}, caps, mi.node_cost.tolist(), mi.max_nodes.tolist(), keep)
+        pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
+        fit = np.maximum(mi.fit(pairs[:, 0], pairs[:, 1])[0], 1e-9).tolist()  # one call for all
         placed: dict[int, ClassPools] = {}
-        for (c, p), r in x.items():
+        for ((c, p), r), f in zip(x.items(), fit, strict=True):
             placed.setdefault(c, {})[p] = r
+            out._fit.setdefault(c, {})[p] = f
+            out._rep.setdefault(c, {})[p] = float(mi.classes[c].rep_cost[int(np.searchsorted(mi.classes[c].cand, p))])
         for c, pools in placed.items():
-            out.fits(c, pools)
             out.put(c, pools)
             out.kept += out._kept_of(c, pools)
         return out
