@@ -18,7 +18,7 @@ from broker.solver.model.layout import make_layout
 from broker.solver.model.master import Master
 from broker.solver.model.universe import make_universe
 from broker.solver.search.co_location import co_located
-from broker.solver.search.placements import class_nodes, columns_of, feasible, objective, repaired
+from broker.solver.search.placements import class_nodes, columns_of, feasible, objective, repaired, routed_egress
 from broker.solver.search.state import SearchState
 from broker.solver.types import ClassPlacement
 
@@ -36,7 +36,7 @@ def first_incumbent(st: SearchState, starts: list[ClassPlacement]) -> None:
     lp_x = st.lp_x
     if lp_x is not None and feasible(mi, lp_x, class_nodes(mi, lp_x)) and (v := objective(mi, lay, lp_x)) < st.ub:
         st.incumbent, st.ub = lp_x, v
-        if st.opts.co_location_share > 0 and any(cl.deps for cl in mi.classes):
+        if _worth_co_locating(st, lp_x, v):
             # the LP splits a service's and its callers' replicas where each is cheapest too
             y = co_located(mi, lp_x, until=time.perf_counter() + st.opts.co_location_share * st.left())
             if feasible(mi, y, class_nodes(mi, y)) and (w := objective(mi, lay, y)) < st.ub - 1e-9:
@@ -51,11 +51,13 @@ def co_located_start(st: SearchState, starts: list[ClassPlacement]) -> list[Clas
     until the search finds a co-location, which at big requests it has no time for."""
     mi, lay = st.mi, st.lay
     if st.opts.co_location_share <= 0 or not any(cl.deps for cl in mi.classes):
-        return []
+        return []  # before the starts' costs, which take a while on big requests
     ok = [(objective(mi, lay, x0), i) for i, x0 in enumerate(starts) if feasible(mi, x0, class_nodes(mi, x0))]
     if not ok:
         return []
     value, i = min(ok)
+    if not _worth_co_locating(st, starts[i], value):
+        return []
     opts = st.opts
     share = opts.co_location_share_big if st.uni.size > opts.relaxed_min_cols else opts.co_location_share
     x = co_located(mi, starts[i], until=time.perf_counter() + share * st.left())
@@ -63,6 +65,18 @@ def co_located_start(st: SearchState, starts: list[ClassPlacement]) -> list[Clas
         return []
     st.m.add_columns(columns_of(x, st.uni.cols))
     return [x]
+
+
+def _worth_co_locating(st: SearchState, x: ClassPlacement, value: float) -> bool:
+    """Whether x pays enough egress for co-location to be tried: where egress is a small share of
+    the cost, moving components mostly trades node sharing for little, and the model's aggregate
+    capacity rule can call a placement cheaper that packs onto more nodes."""
+    opts = st.opts
+    return (
+        opts.co_location_share > 0
+        and any(cl.deps for cl in st.mi.classes)
+        and routed_egress(st.mi, x) >= opts.co_location_min_egress_share * value
+    )
 
 
 def improve(

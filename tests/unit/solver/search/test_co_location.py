@@ -80,6 +80,12 @@ def test_the_start_is_offered_only_when_cheaper() -> None:
     assert co_located_start(st, []) == []  # no feasible start
     off = start(mi, [x], time_limit_s=10, seed=0, opts=SolverOptions(co_location_share=0.0), prove=False)
     assert co_located_start(off, [x]) == []
+    # egress is most of what x costs: with a threshold above that share, no start either
+    share = routed_egress(mi, x) / objective(mi, st.lay, x)
+    assert 0.5 < share < 1.0
+    for threshold, offers in ((share - 0.01, 1), (share + 0.01, 0)):
+        gated = dataclasses.replace(st, opts=SolverOptions(co_location_min_egress_share=threshold))
+        assert len(co_located_start(gated, [x])) == offers
 
 
 def test_nothing_moves_without_traffic_or_where_moving_costs_more() -> None:
