@@ -5,12 +5,13 @@ own compute is cheapest, so their traffic crosses sites, often clouds, until the
 co-location. This start takes a feasible placement and, component by component (a service with
 its callers, the ones paying the most egress first), tries to move the whole component to one
 site: the few sites where its compute plus egress is estimated cheapest, and the sites where its
-members run now. A member that may not run at that site (residency, latency SLO, capacity type)
-goes where its own compute plus its traffic to that site costs least; a spread member keeps one
-slot at each of its other sites and brings the rest; a spot cap is kept by putting only the
-allowed replicas on spot. A move is kept only when it lowers the placement's exact cost (nodes
-counted as `class_nodes` does, replica costs, routed egress, moves) and keeps owned capacity and
-the cap on moves, so the start is feasible whenever the placement it starts from is.
+members run now (a first pass over every component at the best of them, a second at the rest).
+A member that may not run at that site (residency, latency SLO, capacity type) goes where its
+own compute plus its traffic to that site costs least; a spread member keeps one slot at each of
+its other sites and brings the rest; a spot cap is kept by putting only the allowed replicas on
+spot. A move is kept only when it lowers the placement's exact cost (nodes counted as
+`class_nodes` does, replica costs, routed egress, moves) and keeps owned capacity and the cap on
+moves, so the start is feasible whenever the placement it starts from is.
 """
 
 from __future__ import annotations
