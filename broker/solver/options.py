@@ -149,6 +149,17 @@ class SolverOptions:
     # a peer runs (so a service can move with its callers); 0: never
     egress_every: int = 2
     egress_per_cloud: int = 3
+    # and a start with each dependency component moved to the site where its compute and egress
+    # together cost least (search/co_location.py), built from the cheapest start in at most this
+    # share of the search's time (components paying the most egress first); 0: no such start.
+    # co_location_share_big above relaxed_min_cols universe columns, where column generation
+    # does not converge in time and the answer is mostly the best start
+    # Not when egress is below co_location_min_egress_share of that start's cost: moving
+    # components then trades node sharing for little, and a start the aggregate capacity rule
+    # calls cheaper can pack onto more nodes (bench/RESULTS.md, issue 26 co-location start)
+    co_location_share: float = 0.15
+    co_location_share_big: float = 0.3
+    co_location_min_egress_share: float = 0.05
 
     # -- the final MIP (search/final_mip.py) -----------------------------------------------------
     # above this many columns the final MIP does not finish its root in time and its cut
