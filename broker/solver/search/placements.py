@@ -18,8 +18,8 @@ from broker.solver.types import ClassPlacement
 
 
 def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
-    """Nodes per pool: the aggregate capacity rule, one node per `fit` replicas of each class and,
-    the large-replica rows' weights (ModelInput.large_weights)."""
+    """Nodes per pool: the aggregate capacity rule, one node per `fit` replicas of each class, and
+    the sum of the replicas' large-replica weights (ModelInput.large_weights)."""
     load: dict[int, FloatArray] = {}
     need: dict[int, int] = {}
     pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
