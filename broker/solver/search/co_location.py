@@ -93,6 +93,7 @@ class _Placed:
     by_class: list[ClassPools]
     on_pool: dict[int, dict[int, int]]  # pool -> class -> replicas
     load: dict[int, list[float]]  # pool -> cpu, memory, gpus
+    large: dict[int, list[float]]  # pool -> its large-replica rows' weights (ModelInput.large_weights)
     needs: dict[int, dict[int, int]]  # pool -> nodes one class needs by its fit -> how many classes
     caps: list[tuple[float, float, float]]
     node_cost: list[float]
@@ -101,6 +102,7 @@ class _Placed:
     kept: float = 0.0
     _fit: dict[int, dict[int, float]] = field(default_factory=dict)
     _rep: dict[int, dict[int, float]] = field(default_factory=dict)
+    _large: dict[int, dict[int, list[float]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, mi: ModelInput, x: ClassPlacement) -> _Placed:
@@ -108,13 +110,16 @@ class _Placed:
         for c, p, r in zip(mi.keep_class.tolist(), mi.keep_pool.tolist(), mi.keep_cur.tolist(), strict=True):
             keep.setdefault(c, {})[p] = r
         caps = list(zip(mi.vcpus.tolist(), mi.mem.tolist(), np.maximum(mi.gpus, 1e-12).tolist(), strict=True))
-        out = cls(mi, [{} for _ in mi.classes], {}, {}, {}, caps, mi.node_cost.tolist(), mi.max_nodes.tolist(), keep)
+        empty: list[ClassPools] = [{} for _ in mi.classes]
+        out = cls(mi, empty, {}, {}, {}, {}, caps, mi.node_cost.tolist(), mi.max_nodes.tolist(), keep)
         pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
         fit = np.maximum(mi.fit(pairs[:, 0], pairs[:, 1])[0], 1e-9).tolist()  # one call for all
+        large = mi.large_weights(pairs[:, 0], pairs[:, 1]).tolist()
         placed: dict[int, ClassPools] = {}
-        for ((c, p), r), f in zip(x.items(), fit, strict=True):
+        for ((c, p), r), f, w in zip(x.items(), fit, large, strict=True):
             placed.setdefault(c, {})[p] = r
             out._fit.setdefault(c, {})[p] = f
+            out._large.setdefault(c, {})[p] = w
             out._rep.setdefault(c, {})[p] = float(mi.classes[c].rep_cost[int(np.searchsorted(mi.classes[c].cand, p))])
         for c, pools in placed.items():
             out.put(c, pools)
@@ -130,10 +135,12 @@ class _Placed:
             cl = self.mi.classes[c]
             at = np.array(new, dtype=np.int64)
             values = np.maximum(self.mi.fit(np.full(len(at), c), at)[0], 1e-9).tolist()
+            weights = self.mi.large_weights(np.full(len(at), c), at).tolist()
             reps = cl.rep_cost[np.searchsorted(cl.cand, at)].tolist()
-            rep = self._rep.setdefault(c, {})
-            for p, f, r in zip(new, values, reps, strict=True):
+            rep, large = self._rep.setdefault(c, {}), self._large.setdefault(c, {})
+            for p, f, w, r in zip(new, values, weights, reps, strict=True):
                 fit[p] = f
+                large[p] = w
                 rep[p] = r
         return fit
 
@@ -147,29 +154,35 @@ class _Placed:
             return 0
         ld, cap = self.load[p], self.caps[p]
         agg = math.ceil(max(ld[0] / cap[0], ld[1] / cap[1], ld[2] / cap[2]) - 1e-9)
-        return max(1, agg, max(self.needs[p]))
+        large = math.ceil(max(self.large[p], default=0.0) - 1e-9)
+        return max(1, agg, max(self.needs[p]), large)
 
     def put(self, c: int, pools: ClassPools) -> None:
         cpu, mem, gpu = self.mi.classes[c].demand.tolist()
-        fits = self._fit[c]  # every pool a class is given has been through fits
+        fits, weights = self._fit[c], self._large[c]  # every pool a class is given has been through fits
         for p, r in self.by_class[c].items():
-            ld, need = self.load[p], self.needs[p]
+            ld, need, big = self.load[p], self.needs[p], self.large[p]
             n = math.ceil(r / fits[p] - 1e-9)
             need[n] -= 1
             if not need[n]:
                 del need[n]
             del self.on_pool[p][c]
             if not self.on_pool[p]:
-                del self.on_pool[p], self.load[p], self.needs[p]
+                del self.on_pool[p], self.load[p], self.needs[p], self.large[p]
             else:
                 ld[0] -= r * cpu
                 ld[1] -= r * mem
                 ld[2] -= r * gpu
+                for j, w in enumerate(weights[p]):
+                    big[j] -= r * w
         for p, r in pools.items():
             ld = self.load.setdefault(p, [0.0, 0.0, 0.0])
             ld[0] += r * cpu
             ld[1] += r * mem
             ld[2] += r * gpu
+            big = self.large.setdefault(p, [0.0] * self.mi.large_kinds)
+            for j, w in enumerate(weights[p]):
+                big[j] += r * w
             self.on_pool.setdefault(p, {})[c] = r
             need = self.needs.setdefault(p, {})
             n = math.ceil(r / fits[p] - 1e-9)

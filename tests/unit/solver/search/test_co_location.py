@@ -198,3 +198,18 @@ def test_the_rounded_lp_taken_as_incumbent_is_co_located_too() -> None:
     off = dataclasses.replace(st, opts=SolverOptions(co_location_share=0.0))
     first_incumbent(off, [dearer])
     assert off.incumbent == x
+
+
+def test_its_node_count_is_the_search_s_own() -> None:
+    """_Placed counts a pool's nodes incrementally as class_nodes counts them, large-replica rows
+    included: three replicas above half a 2-vCPU node of different classes need three nodes."""
+    from broker.solver.search.co_location import _Placed
+
+    p = problem([Workload("a", 1, 1.2, 1.0), Workload("b", 1, 1.1, 1.0), Workload("c", 1, 1.3, 1.0)])
+    mi, _starts = search_input_of(p)
+    pool = next(q for q in mi.classes[0].cand.tolist() if mi.vcpus[q] == 2 and all(q in c.cand for c in mi.classes))
+    x: ClassPlacement = {(c, pool): 1 for c in range(len(mi.classes))}
+    placed = _Placed.of(mi, x)
+    assert placed.nodes(pool) == class_nodes(mi, x)[pool] == 3
+    placed.put(1, {})  # a class moved away
+    assert placed.nodes(pool) == class_nodes(mi, {k: r for k, r in x.items() if k[0] != 1})[pool] == 2
