@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from broker.core.pooltable import FloatArray
-from broker.solver.prepare.classes import WorkloadData, large_replica_weights
+from broker.solver.prepare.classes import WorkloadData, large_replica_table
 from broker.solver.problem import GIB_IN_GB, PlacementProblem
 from broker.solver.types import Placement
 
@@ -28,8 +28,8 @@ def placement_nodes(
         size = np.array([w.cpu, w.memory_gib, w.gpus])
         load[p] = load.get(p, np.zeros(3)) + r * size
         cap = np.array([vcpus[p], mem[p], gpus[p]], dtype=np.float64)
-        weight = np.concatenate([large_replica_weights(size, cap, k) for k in (1, 2)])
-        large[p] = large.get(p, np.zeros(6)) + r * weight
+        weight = large_replica_table(size, cap)
+        large[p] = large.get(p, np.zeros(len(weight))) + r * weight
         fit = min(
             math.floor(vcpus[p] / w.cpu + 1e-9),
             math.floor(mem[p] / w.memory_gib + 1e-9),

@@ -24,7 +24,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from broker.core.pooltable import FloatArray, IntArray
-from broker.solver.prepare.classes import large_replica_weights
+from broker.solver.prepare.classes import large_replica_table
 
 # capacities and demands are compared with this relative slack: the aggregate model's
 # floor(x + 1e-9) fits the same replicas
@@ -77,11 +77,8 @@ def lower_bound(
     bound = max(bound, int(np.ceil(counts_a / fits).max()))
     # items above half (a third) of a node share nodes only so far: their dual-feasible weights
     # add up to at most 1 per node
-    caps = np.broadcast_to(cap, sizes.shape)
-    for k in (1, 2):
-        weights = (counts_a[:, None] * large_replica_weights(sizes, caps, k)).sum(axis=0)
-        bound = max(bound, math.ceil(float(weights.max(initial=0.0)) - 1e-6))
-    return bound
+    weights = (counts_a[:, None] * large_replica_table(sizes, np.broadcast_to(cap, sizes.shape))).sum(axis=0)
+    return max(bound, math.ceil(float(weights.max(initial=0.0)) - 1e-6))
 
 
 def first_fit_decreasing(

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
-from broker.solver.prepare.classes import SPOT, WorkloadClass, large_replica_weights, replica_fit
+from broker.solver.prepare.classes import LARGE_REPLICA_KS, SPOT, WorkloadClass, large_replica_table, replica_fit
 from broker.solver.problem import GIB_IN_GB
 
 # per-column index arrays of the universe: 32-bit where they fit (tens of millions of columns)
@@ -76,7 +76,7 @@ class ModelInput:
     # the large-replica rows for k = 1..large_replica_rows (valid for every packing): without
     # them the aggregate rule lets replicas above half (a third) of a node of different classes
     # share nodes, and exact packing pays for it afterwards
-    large_replica_rows: int = 2
+    large_replica_rows: int = LARGE_REPLICA_KS
 
     @property
     def n_pools(self) -> int:
@@ -142,8 +142,7 @@ class ModelInput:
         if self.large_replica_rows <= 0 or len(cls) == 0:
             return np.zeros((len(cls), self.large_kinds))
         cap = np.stack([self.vcpus[pool], self.mem[pool], self.gpus[pool]], axis=1)
-        d = self.class_demand[cls]
-        return np.concatenate([large_replica_weights(d, cap, k) for k in range(1, self.large_replica_rows + 1)], axis=1)
+        return large_replica_table(self.class_demand[cls], cap, self.large_replica_rows)
 
     def large_rows_needed(self, pools: IntArray) -> BoolArray:
         """Per pool and large-replica row: whether two or more classes weigh in it (for one class

@@ -110,6 +110,15 @@ def large_replica_weights(size: FloatArray, cap: FloatArray, k: int) -> FloatArr
     return out
 
 
+LARGE_REPLICA_KS = 2  # the k of the large-replica rows: 1..this
+
+
+def large_replica_table(size: FloatArray, cap: FloatArray, ks: int = LARGE_REPLICA_KS) -> FloatArray:
+    """large_replica_weights for k = 1..ks side by side along the last axis (resource r and k
+    at (k - 1) * 3 + r)."""
+    return np.concatenate([large_replica_weights(size, cap, k) for k in range(1, ks + 1)], axis=-1)
+
+
 def _class_key(wd: WorkloadData, keep_alone: bool, index: int) -> tuple[object, ...]:
     w = wd.w
     if keep_alone or w.max_per_node is not None:  # a per-node limit is a member's own: not merged
