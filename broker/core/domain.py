@@ -242,6 +242,7 @@ class PackingReport:
     pools_cp_sat_better: int  # of those, where CP-SAT used fewer nodes than first-fit decreasing
     ffd_nodes: int  # nodes first-fit decreasing alone would have used
     packing_ms: int
+    nodes_consolidated: int = 0  # nodes emptied: their replicas cost less elsewhere at the site
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,11 @@ class PackingOut(BaseModel):
     pools_cp_sat_better: int = Field(description="pools where CP-SAT used fewer nodes than first-fit decreasing")
     ffd_nodes: int = Field(description="nodes first-fit decreasing alone would have used")
     packing_ms: int
+    nodes_consolidated: int = Field(
+        0,
+        description="nodes packing opened that were emptied again: their replicas cost less on room left on other "
+        "nodes or on smaller nodes at the same site",
+    )
 
     @classmethod
     def from_domain(cls, p: PackingReport) -> PackingOut:
@@ -130,6 +135,7 @@ class PackingOut(BaseModel):
             pools_cp_sat_better=p.pools_cp_sat_better,
             ffd_nodes=p.ffd_nodes,
             packing_ms=p.packing_ms,
+            nodes_consolidated=p.nodes_consolidated,
         )
 
 

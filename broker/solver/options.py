@@ -74,6 +74,11 @@ class SolverOptions:
     packing_s_per_workload: float = 3.0e-4
     packing_max_s: float = 2.0
     packing_max_vars: int = 20_000
+    # after packing, empty the least-filled nodes whose replicas cost less elsewhere at the site
+    # (answer/consolidate.py): a share of the request's limit kept from the search, at most
+    # consolidate_max_s (0: off)
+    consolidate_share: float = 0.07
+    consolidate_max_s: float = 10.0
     # a search that returns with at least this share of its time unused, its gap target not
     # proven, stopped because its phases had nothing left to try ("stall"), not for the time:
     # the final MIP takes final_mip_share of what is left, so a search that ran out of time

@@ -84,8 +84,9 @@ def solve(
     # what comes after the search (dealing replicas back, costs, explanations) is part of the
     # request's time too
     packing_s = min(opts.packing_max_s, opts.packing_share * limit)
+    consolidate_s = min(opts.consolidate_max_s, opts.consolidate_share * limit)
     explain_s = (opts.explain_s_per_workload + opts.packing_s_per_workload) * len(prep.workloads)
-    after = opts.after_search_s + packing_s + explain_s
+    after = opts.after_search_s + packing_s + consolidate_s + explain_s
     remaining = max(0.1, limit - (time.perf_counter() - started) - after)
     run = search_in_groups if applies(si.mi, opts) else search
     search_started = time.perf_counter()
@@ -97,7 +98,9 @@ def solve(
             stop_reason=StopReason.INFEASIBLE.value,
         )
     unused = 0.0 if found.out_of_time else max(0.0, remaining - (time.perf_counter() - search_started)) / remaining
-    packing_s = min(packing_s, max(0.0, limit - (time.perf_counter() - started) - explain_s))
+    left = max(0.0, limit - (time.perf_counter() - started) - explain_s)
+    packing_s = min(packing_s, left)
+    consolidate_s = min(consolidate_s, left - packing_s)
     return _answer(
         problem,
         prep,
@@ -105,6 +108,7 @@ def solve(
         found,
         started,
         packing_s=packing_s,
+        consolidate_s=consolidate_s,
         seed=seed,
         options=opts,
         time_limit_s=limit,
@@ -196,13 +200,14 @@ def _answer(
     started: float,
     *,
     packing_s: float,
+    consolidate_s: float,
     seed: int,
     options: SolverOptions,
     time_limit_s: float,
     unused_share: float,
 ) -> PlacementResult:
-    """The class placement dealt back to the workloads and packed onto nodes, its costs, its
-    bound and explanations; why the search stopped (`unused_share`: the share of its time the
+    """The class placement dealt back to the workloads, packed onto nodes and consolidated, its
+    costs, its bound and explanations; why the search stopped (`unused_share`: the share of its time the
     search left unused)."""
     t, obj = problem.table, problem.request.objective
     workloads, masks_by_w, node_cost = prep.workloads, prep.masks_by_w, prep.node_cost
@@ -214,7 +219,14 @@ def _answer(
     # packed against the same per-node capacities the model's aggregate rule uses
     caps = Capacities(mi.vcpus, mi.mem, mi.gpus, t.max_nodes, site_of, cap_of, node_cost)
     packed = pack_placement(
-        workloads, aggregate_x, caps, time_s=packing_s, max_vars=options.packing_max_vars, seed=seed
+        workloads,
+        aggregate_x,
+        caps,
+        time_s=packing_s,
+        max_vars=options.packing_max_vars,
+        seed=seed,
+        consolidate_s=consolidate_s,
+        pinned=frozenset(k for k, _, _ in si.usable_now),
     )
     aggregate_nodes = placement_nodes(workloads, aggregate_x, vcpus=mi.vcpus, mem=mi.mem, gpus=mi.gpus)
     before = _priced(problem, si, prep, aggregate_x, aggregate_nodes)

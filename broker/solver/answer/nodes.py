@@ -47,6 +47,7 @@ def packing_report(
         pools_cp_sat_better=stats.cp_sat_better,
         ffd_nodes=stats.ffd_nodes,
         packing_ms=int(stats.seconds * 1000),
+        nodes_consolidated=stats.consolidated,
     )
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.core.pooltable import FloatArray
-from broker.solver.answer.bin_packing import PoolPacking, cp_sat_size, improve, pack_pool, per_node
+from broker.solver.answer.bin_packing import PoolPacking, cp_sat_size, improve, lower_bound, pack_pool, per_node
+from broker.solver.answer.consolidate import Consolidator, Nodes
 from broker.solver.prepare.classes import SPOT, WorkloadData
 from broker.solver.types import Placement
 
@@ -58,6 +59,7 @@ class PackingStats:
     moved: int  # replicas moved off owned pools that could not hold them
     unmoved: int  # replicas still above an owned pool's nodes (no other home kept their rules)
     seconds: float
+    consolidated: int = 0  # nodes emptied by moving their replicas to cheaper room at the site
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,13 @@ def pack_placement(
     time_s: float,
     max_vars: int,
     seed: int = 0,
+    consolidate_s: float = 0.0,
+    pinned: frozenset[int] = frozenset(),
 ) -> PackedPlacement:
     """Each pool of `x` packed; CP-SAT gets at most `time_s` in all, shared over the pools it
-    may improve, owned pools over their bound first."""
+    may improve, owned pools over their bound first; then up to `consolidate_s` for emptying
+    nodes whose replicas cost less elsewhere at the site (consolidate.py), never moving the
+    workloads in `pinned` (replicas running now)."""
     started = time.perf_counter()
     x = {kp: r for kp, r in x.items() if r > 0}
     on = _by_pool(x)
@@ -107,6 +113,11 @@ def pack_placement(
     moved, unmoved = _repair(workloads, x, on, packed, caps)
     if moved:
         on = _by_pool(x)
+    consolidated = 0
+    if consolidate_s > 0:
+        consolidated = _consolidate(workloads, x, on, packed, caps, pinned, time.perf_counter() + consolidate_s)
+        if consolidated:
+            on = _by_pool(x)
     rows: dict[int, NodeRows] = {}
     for p, pk in packed.items():
         if pk.nodes:
@@ -122,6 +133,7 @@ def pack_placement(
         moved=moved,
         unmoved=unmoved,
         seconds=time.perf_counter() - started,
+        consolidated=consolidated,
     )
     return PackedPlacement(x, rows, stats)
 
@@ -205,6 +217,40 @@ def _repair(
     for kp in [kp for kp, r in x.items() if r <= 0]:
         del x[kp]
     return moved, unmoved
+
+
+def _consolidate(
+    workloads: Sequence[WorkloadData],
+    x: Placement,
+    on: dict[int, list[tuple[int, int]]],
+    packed: dict[int, PoolPacking],
+    caps: Capacities,
+    pinned: frozenset[int],
+    deadline: float,
+) -> int:
+    """Nodes emptied by consolidation; x and the touched pools' packings updated in place."""
+    nodes = Nodes({p: [{on[p][i][0]: n for i, n in node} for node in pk.nodes] for p, pk in packed.items()})
+    emptied = Consolidator(workloads, caps, nodes, set(pinned)).run(deadline)
+    for p in nodes.touched:
+        rows = [row for row in nodes.of[p] if row]
+        for kp in [kp for kp in x if kp[1] == p]:
+            del x[kp]
+        for row in rows:
+            for k, n in row.items():
+                x[(k, p)] = x.get((k, p), 0) + n
+        items = _items_on(x, p)
+        index = {k: j for j, (k, _) in enumerate(items)}
+        renumbered = [sorted((index[k], n) for k, n in row.items()) for row in rows]
+        old = packed.get(p)
+        lower = lower_bound(*_instance(workloads, items, caps.of(p))) if items else 0
+        packed[p] = PoolPacking(
+            renumbered,
+            old.engine if old else "ffd",
+            len(renumbered) <= lower,
+            lower,
+            old.ffd_nodes if old else len(renumbered),
+        )
+    return emptied
 
 
 def _other_home(wd: WorkloadData, p: int, caps: Capacities) -> int | None:
