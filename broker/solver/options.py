@@ -87,6 +87,15 @@ class SolverOptions:
 
     # -- column generation (search/column_generation.py) -----------------------------------------
     max_cg_rounds: int = 200
+    # column generation tails off: the LP's value moves by less than cg_stall_rel (relative) over
+    # cg_stall_rounds rounds while columns still enter; it then stops, its last duals give the
+    # Lagrangian bound and the MIPs get the time (0 rounds: never stop for this). Only once
+    # cg_stall_after of the time is gone: a CG that converges by then proves its LP
+    cg_stall_rounds: int = 4
+    cg_stall_rel: float = 1.0e-3
+    cg_stall_after: float = 0.2
+    # the LP re-solved with its caps once the loose phase stopped early, within this share of the time
+    cg_tight_share: float = 0.15
     # columns a round adds per class, and new pools: a few each round keeps the model small and
     # every re-solve warm (the basis is kept)
     cg_columns_per_class: int = 8

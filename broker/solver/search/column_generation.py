@@ -66,6 +66,7 @@ def column_generation(st: SearchState) -> None:
     mi, uni, m, opts, lay = st.mi, st.uni, st.m, st.opts, st.lay
     limit = st.time_limit_s
     pricing_s = 0.0  # what the last round's reduced costs took: the LP must leave time for them
+    values: list[float] = []  # the LP's value per round of this phase (loose fit rows, then tight)
     for rounds in range(1, opts.max_cg_rounds + 1):
         st.rounds = rounds
         round_start = time.perf_counter()
@@ -86,6 +87,7 @@ def column_generation(st: SearchState) -> None:
             if m.loose_fit:
                 st.loose_bound = st.z_lp
                 m.tighten()
+                values.clear()
                 continue
             st.converged = True
             break
@@ -98,7 +100,8 @@ def column_generation(st: SearchState) -> None:
         # MIPs' share of the time: an LP cut off by its limit is time lost, and a bigger LP
         # support makes the RENS MIP's cut separation overrun its limit
         round_s = time.perf_counter() - round_start
-        if st.left() < limit * opts.cg_end + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s:
+        values.append(st.z_lp)
+        if st.left() < limit * opts.cg_end + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s or _stalled(values, st):
             if lag_ok:
                 st.lagrangian = lagrangian_bound(mi, uni, m, lp.row_dual)
             break
@@ -113,7 +116,7 @@ def column_generation(st: SearchState) -> None:
         # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
         # LP is re-solved
         m.tighten()
-        tight = m.solve_lp(time_limit_s=min(st.left() - (opts.cg_end - 0.05) * limit, 0.15 * limit))
+        tight = m.solve_lp(time_limit_s=min(st.left() - (opts.cg_end - 0.05) * limit, opts.cg_tight_share * limit))
         if tight is not None:
             st.z_lp = tight.value
             st.lp_x = round_lp(mi, *m.x_keys(), tight.x)
@@ -125,6 +128,16 @@ def column_generation(st: SearchState) -> None:
         on_lp = st.lp_pool[uni.cols.pool[st.rc_x.idx]]
         st.rc_x = shortlist(uni.cols, st.rc_x, opts.lns_max_offered_columns, on_lp, opts.second_best)
         st.reduced = None
+
+
+def _stalled(values: list[float], st: SearchState) -> bool:
+    """The LP's value moved by less than cg_stall_rel over the last cg_stall_rounds rounds, and
+    CG has had cg_stall_after of the time (before, it may still converge and prove its LP)."""
+    opts = st.opts
+    k = opts.cg_stall_rounds
+    if k <= 0 or len(values) <= k or st.left() > (1 - opts.cg_stall_after) * st.time_limit_s:
+        return False
+    return values[-k - 1] - values[-1] <= opts.cg_stall_rel * abs(values[-1])
 
 
 def start_share_bound(st: SearchState) -> None:
