@@ -110,8 +110,9 @@ class Consolidator:
         """Workload k, now on p, may run on q: a candidate of it, no new spot replica."""
         return q in self.rep[k] and (self.caps.kind[q] != SPOT or self.caps.kind[p] == SPOT)
 
-    def run(self, deadline: float, passes: int = 4) -> int:
-        """Nodes emptied, pass after pass until none goes or the time is up."""
+    def run(self, deadline: float, passes: int = 4, tries: int = 3) -> int:
+        """Nodes emptied, pass after pass until none goes or the time is up; per pool, its
+        `tries` least-filled nodes are tried in turn until one goes (then again)."""
         emptied = 0
         for _ in range(passes):
             gone = 0
@@ -119,19 +120,25 @@ class Consolidator:
                 while self.nodes.of[p]:
                     if time.perf_counter() > deadline:
                         return emptied + gone
-                    cap = self.cap[p]
-                    used = cap > 0
-                    fill = (self.nodes.load[p][:, used] / cap[used]).max(axis=1, initial=0.0)
-                    b = int(np.argmin(fill))
-                    plan = self._plan(p, b)
-                    if plan is None or plan.delta >= -_SAVES * max(float(self.caps.node_cost[p]), 1e-12):
+                    if not self._empty_one(p, tries):
                         break
-                    self._apply(p, b, plan)
                     gone += 1
             emptied += gone
             if not gone:
                 break
         return emptied
+
+    def _empty_one(self, p: int, tries: int) -> bool:
+        """Empty one of p's `tries` least-filled nodes, the first whose replicas cost less elsewhere."""
+        cap = self.cap[p]
+        used = cap > 0
+        fill = (self.nodes.load[p][:, used] / cap[used]).max(axis=1, initial=0.0)
+        for b in np.argsort(fill, kind="stable")[:tries].tolist():
+            plan = self._plan(p, b)
+            if plan is not None and plan.delta < -_SAVES * max(float(self.caps.node_cost[p]), 1e-12):
+                self._apply(p, b, plan)
+                return True
+        return False
 
     def _plan(self, p: int, b: int) -> _Plan | None:
         """Where node b of pool p's replicas would go, and what that changes; None: nowhere."""
