@@ -36,9 +36,10 @@ from broker.placements.store import PlacementStore
 
 MIGRATE, KEEP, UNCHANGED = "migrate", "keep", "unchanged"
 # kept of a re-plan's time limit for what follows its solve (after_solve_s): the placement's own
-# storing, the migration plan and its schedule, the replan's row; per replica, as they grow
-AFTER_SOLVE_S = 0.1
-AFTER_SOLVE_S_PER_REPLICA = 2.0e-4
+# storing, the migration plan and its schedule, the replan's row; per replica, as they grow.
+# Sized for a loaded host (bench/RESULTS.md, the drill): the solve also overruns its limit a little
+AFTER_SOLVE_S = 0.15
+AFTER_SOLVE_S_PER_REPLICA = 5.0e-4
 
 
 def current_by_pool(assignments: Iterable[Assignment]) -> dict[str, dict[str, int]]:
