@@ -144,8 +144,9 @@ class BrokerPolicyIn(Strict):
     bridge: bool = True
     bridge_margin_pct: float = Field(50.0, ge=0, le=400)
     # each replica on a node that holds its declared request, so a burst past the forecast meets
-    # the node's idle cores (policies/broker.py); off: any node that holds the sized request
-    burst_room: bool = True
+    # the node's idle cores (policies/broker.py); off (default): any node that holds the sized
+    # request. On, it cost more than it saved over the seeds measured (bench/RESULTS.md)
+    burst_room: bool = False
 
 
 class PoliciesIn(Strict):

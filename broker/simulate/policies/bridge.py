@@ -61,7 +61,12 @@ def bridge(c: Cluster, view: StepView, pending: IntArray, pool_ok: BoolArray, ma
     pool = c.node_pool[:n]
     gpus = [w.gpus for w in c.market.workloads]
     bound: list[int] = []
-    for r in pending.tolist():
+    # smallest first: when the room left cannot hold them all, most replicas run
+    k_of = c.rep_w[pending]
+    size = cpu[k_of] / max(float(cap_cpu[ok_node].max(initial=0.0)), EPS) + mem[k_of] / max(
+        float(cap_mem[ok_node].max(initial=0.0)), EPS
+    )
+    for r in pending[np.argsort(size, kind="stable")].tolist():
         k = int(c.rep_w[r])
         if gpus[k] > 0:
             continue
