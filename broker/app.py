@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,6 +106,8 @@ class Broker:
         exclude_sites: Collection[str] = (),
         current: Mapping[str, Mapping[str, int]] | None = None,
         synchronous: bool = True,
+        time_limit_s: float | None = None,
+        store_if: Callable[[Placement], bool] | None = None,
     ) -> tuple[Placement, bool]:
         """Solve a placement request; store it unless it is a dry run. Returns (placement, stored).
 
@@ -113,9 +115,14 @@ class Broker:
         replicas) is the running placement a replan would rather not move away from.
         `synchronous`: someone waits for the answer (an HTTP request): the solver's time is
         capped by `sync_time_limit_s`, else (a job, the CLI) by `async_time_limit_s`.
+        `time_limit_s`: what the caller has left for the solve (a re-plan's share of its own
+        deadline), when less than the request's budget. `store_if`: decides on the solved
+        placement whether it is stored (a re-plan stores only a move that pays), so a caller
+        that must see the answer first does not solve twice; not asked for a dry run.
         """
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
         time_limit = self.time_budget(req_in, synchronous=synchronous)
+        solve_s = time_limit.seconds if time_limit_s is None else max(0.0, min(time_limit.seconds, time_limit_s))
         sized_in, rightsizing = apply_demand(UsageStore(self.sessions), req_in, tenant=tenant)
         request = sized_in.to_domain()
         cat = self.catalog()
@@ -138,7 +145,7 @@ class Broker:
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
         if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
             problem = replace(problem, declared=rightsizing.declared.to_domain())
-        result = solve(problem, time_limit_s=time_limit.seconds, options=solver_options(self.settings))
+        result = solve(problem, time_limit_s=solve_s, options=solver_options(self.settings))
         if (capped := time_limit.warning(TimeCaps.of(self.settings).async_s)) is not None:
             result = replace(result, warnings=(*result.warnings, capped))
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
@@ -163,7 +170,7 @@ class Broker:
             else None,
         )
         budgets = Budgets(self.sessions)
-        if request.dry_run:
+        if request.dry_run or (store_if is not None and not store_if(placement)):
             with self.sessions() as s:
                 budget = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour)
             placement = replace(placement, budget=budget)

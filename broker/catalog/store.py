@@ -70,6 +70,11 @@ class Catalog:
     _tables: dict[tuple[NodeOverhead, bool], PoolTable] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    # a re-plan's table keeps the pools its placement runs on: compacting the whole catalog again
+    # for each re-plan of the same placement (a drill, an alert storm) is time on the critical path
+    _kept: dict[tuple[NodeOverhead, frozenset[str]], PoolTable] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def _allocatable(self, overhead: NodeOverhead, *, compact: bool) -> PoolTable:
         """Each pool at what Kubernetes can allocate on its nodes: the one place raw sizes become
@@ -98,7 +103,14 @@ class Catalog:
         if any(w.requirements for w in request.workloads):
             return self._allocatable(overhead, compact=False)
         if keep:
-            return self._allocatable(overhead, compact=False).compact(keep=keep)
+            key = (overhead, frozenset(keep))
+            table = self._kept.get(key)
+            if table is None:
+                table = self._allocatable(overhead, compact=False).compact(keep=keep)
+                if len(self._kept) >= 16:
+                    self._kept.clear()
+                self._kept[key] = table
+            return table
         return self.solver_table(overhead)
 
     def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:

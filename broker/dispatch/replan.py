@@ -11,11 +11,12 @@ the migration plan and its rollback.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from broker.app import Broker, new_placement_id
+from broker.app import Broker, new_placement_id, parse_request
 from broker.core.domain import Assignment, PlacementResult
 from broker.core.placement import Placement
 from broker.db.dispatch_models import ReplanRow
@@ -23,12 +24,22 @@ from broker.db.session import transaction
 from broker.dispatch.alerts import SITE_DOWN, AlertmanagerWebhook, triggers
 from broker.dispatch.clusters import list_clusters
 from broker.dispatch.documents import ReplanIn
-from broker.dispatch.migration import plan_migration, resolve_max_unavailable, slots_from_assignments
+from broker.dispatch.migration import (
+    MigrationPlan,
+    plan_migration,
+    resolve_max_unavailable,
+    slots_from_assignments,
+)
 from broker.errors import BrokerError, InvalidRequest, NotFound
 from broker.placements.documents import placement_document
 from broker.placements.store import PlacementStore
 
 MIGRATE, KEEP, UNCHANGED = "migrate", "keep", "unchanged"
+# kept of a re-plan's time limit for what follows its solve (after_solve_s): the placement's own
+# storing, the migration plan and its schedule, the replan's row; per replica, as they grow.
+# Sized for a loaded host (bench/RESULTS.md, the drill): the solve also overruns its limit a little
+AFTER_SOLVE_S = 0.15
+AFTER_SOLVE_S_PER_REPLICA = 5.0e-4
 
 
 def current_by_pool(assignments: Iterable[Assignment]) -> dict[str, dict[str, int]]:
@@ -74,6 +85,7 @@ class ReplanService:
         return cost, gone
 
     def replan(self, placement_id: str, doc: ReplanIn, *, tenant: str = "default") -> dict[str, Any]:
+        started = time.perf_counter()
         old = self.placements.get(placement_id, tenant=tenant)
         self._check(old, doc)
         old_assignments = old.result.assignments
@@ -92,46 +104,51 @@ class ReplanService:
         if gone:
             forced.append(f"pool(s) no longer offered: {gone}")
 
-        current = current_by_pool(old_assignments)
-        # a forced move is stored by the one solve; otherwise solve as a dry run and store
-        # only if the move pays for itself (then through the same code path, solved again)
-        store_now = bool(forced) and not doc.dry_run
-        new, _ = self.broker.place(
-            {**request, "dry_run": not store_now}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
-        )
+        req_in = parse_request({**request, "dry_run": doc.dry_run})
+        # the request's time limit is the whole re-plan's: what the solve gets is what is left
+        # of it once the placement is loaded, less what the migration plan and storing take
+        budget_s = self.broker.time_budget(req_in, synchronous=True).seconds
+        replicas = sum(int(w["replicas"]) for w in request["workloads"])
+        solve_s = budget_s - (time.perf_counter() - started) - after_solve_s(replicas, budget_s)
         deps = {w["name"]: [d["workload"] for d in w.get("depends_on", [])] for w in request["workloads"]}
         caps = {
             w["name"]: resolve_max_unavailable(w.get("max_unavailable"), int(w["replicas"]), doc.disruption_budget)
             for w in request["workloads"]
         }
-        plan = plan_migration(
-            slots_from_assignments(old_assignments),
-            slots_from_assignments(new.result.assignments),
-            depends_on=deps,
-            disruption_budget=doc.disruption_budget,
-            traffic_steps=doc.traffic_steps,
-            cost_per_moved_replica=doc.migration_cost_per_replica,
-            max_unavailable=caps,
-            failed_sites=doc.exclude_sites,
-        )
-        new_cost = new.result.cost_per_hour
         horizon = float(request.get("horizon_hours", 730.0))
-        savings = old_now - new_cost
-        moves = plan.added_replicas + plan.removed_replicas
-        if moves == 0:
-            decision = UNCHANGED
-        elif forced or savings * horizon > plan.migration_cost:
-            decision = MIGRATE
-        else:
-            decision = KEEP
-        new_id = new.id if store_now else None
-        if decision == MIGRATE and not doc.dry_run and not store_now:
-            # stored through the one code path that stores placements (budgets, fair
-            # share, metrics); same inputs, so the same placement
-            new, _ = self.broker.place(
-                {**request, "dry_run": False}, tenant=tenant, exclude_sites=doc.exclude_sites, current=current
+        assessed: list[tuple[MigrationPlan, str]] = []
+
+        def assess(new: Placement) -> bool:
+            """The migration plan to `new` and the decision; stored only when it migrates, so a
+            move that pays is solved once, not solved as a dry run and again to store it."""
+            plan = plan_migration(
+                slots_from_assignments(old_assignments),
+                slots_from_assignments(new.result.assignments),
+                depends_on=deps,
+                disruption_budget=doc.disruption_budget,
+                traffic_steps=doc.traffic_steps,
+                cost_per_moved_replica=doc.migration_cost_per_replica,
+                max_unavailable=caps,
+                failed_sites=doc.exclude_sites,
             )
-            new_id = new.id
+            decision = decide(plan, forced=bool(forced), savings=old_now - new.result.cost_per_hour, horizon=horizon)
+            assessed.append((plan, decision))
+            return decision == MIGRATE
+
+        new, stored = self.broker.place(
+            req_in,
+            tenant=tenant,
+            exclude_sites=doc.exclude_sites,
+            current=current_by_pool(old_assignments),
+            time_limit_s=solve_s,
+            store_if=assess,
+        )
+        if not assessed:  # a dry run: nothing was to be stored, the plan is still the answer
+            assess(new)
+        plan, decision = assessed[0]
+        new_cost = new.result.cost_per_hour
+        savings = old_now - new_cost
+        new_id = new.id if stored else None
         out = {
             "placement_id": placement_id,
             "reason": doc.reason,
@@ -206,6 +223,21 @@ class ReplanService:
             if row is None or row.tenant != tenant:
                 raise NotFound(f"replan {replan_id!r} does not exist")
             return dict(row.document)
+
+
+def after_solve_s(replicas: int, budget_s: float) -> float:
+    """What a re-plan keeps of its time limit for after the solve: the migration plan, its wave
+    schedule and storing both documents grow with the replicas; at most half the limit."""
+    return min(0.5 * budget_s, AFTER_SOLVE_S + AFTER_SOLVE_S_PER_REPLICA * replicas)
+
+
+def decide(plan: MigrationPlan, *, forced: bool, savings: float, horizon: float) -> str:
+    """Migrate when forced or when the savings over the horizon pay for the moves."""
+    if plan.added_replicas + plan.removed_replicas == 0:
+        return UNCHANGED
+    if forced or savings * horizon > plan.migration_cost:
+        return MIGRATE
+    return KEEP
 
 
 def _replicas(request: Mapping[str, Any], workload: str) -> int:

@@ -139,6 +139,14 @@ class BrokerPolicyIn(Strict):
     disruption_budget: int = Field(20, ge=1)
     forecast: Literal["xgboost", "baseline"] = "xgboost"
     time_limit_s: float = Field(2.0, gt=0, le=600)
+    # replicas left waiting for a node to start run at once on a ready node whose recent use
+    # leaves room for theirs x (1 + bridge_margin_pct), then move make-before-break (policies/bridge.py)
+    bridge: bool = True
+    bridge_margin_pct: float = Field(50.0, ge=0, le=400)
+    # each replica on a node that holds its declared request, so a burst past the forecast meets
+    # the node's idle cores (policies/broker.py); off (default): any node that holds the sized
+    # request. On, it cost more than it saved over the seeds measured (bench/RESULTS.md)
+    burst_room: bool = False
 
 
 class PoliciesIn(Strict):

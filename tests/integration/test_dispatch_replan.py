@@ -121,3 +121,54 @@ def test_the_replan_schedules_its_waves_under_each_workloads_max_unavailable(bro
         )
         assert busy <= 2
     assert [w["start_s"] for w in schedule["waves"]] == sorted({s["start_s"] for s in plan["steps"]})
+
+
+def _count_solves(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every solve's time limit, in call order."""
+    import broker.app as app_mod
+
+    limits: list[float] = []
+    real = app_mod.solve
+
+    def counted(problem: Any, *, time_limit_s: float, **kw: Any) -> Any:
+        limits.append(time_limit_s)
+        return real(problem, time_limit_s=time_limit_s, **kw)
+
+    monkeypatch.setattr(app_mod, "solve", counted)
+    return limits
+
+
+def test_a_move_that_pays_is_solved_once_and_stored(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    placement = store_checkout(broker)
+    dear = _store_dear_variant(broker, placement)
+    limits = _count_solves(monkeypatch)
+    out = ReplanService(broker).replan(dear, ReplanIn(reason="prices"))
+    assert out["decision"] == "migrate" and out["new_placement_id"] is not None
+    # the answer the decision was made on is the one stored: no second solve to store it
+    assert len(limits) == 1
+    stored = stored_document(broker, out["new_placement_id"])
+    assert stored["cost_per_hour"] == out["new_cost_per_hour"]
+    assert replicas_by_workload(stored["assignments"]) == replicas_by_workload(out["new_placement"]["assignments"])
+
+
+def test_the_replan_solves_within_what_is_left_of_its_time_limit(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from broker.dispatch.replan import after_solve_s
+
+    doc = yaml.safe_load((EXAMPLES / "checkout.yaml").read_text())
+    doc["dry_run"], doc["time_limit_s"] = False, 2
+    placement, _ = broker.place(doc)
+    limits = _count_solves(monkeypatch)
+    out = ReplanService(broker).replan(str(placement.id), ReplanIn(reason="demand", replicas={"checkout-api": 12}))
+    replicas = sum(int(w["replicas"]) for w in out["new_placement"]["assignments"])
+    # the request's 2 s are the whole re-plan's: the solve gets them less loading and what follows it
+    assert len(limits) == 1 and 0 < limits[0] <= 2 - after_solve_s(replicas, 2.0)
+    assert out["new_placement"]["time_limit_s"] == pytest.approx(limits[0], abs=0.01)
+
+
+def test_after_solve_reserve_grows_with_replicas_and_keeps_half_the_limit() -> None:
+    from broker.dispatch.replan import after_solve_s
+
+    assert after_solve_s(10, 1.0) < after_solve_s(1_000, 1.0) <= 0.5
+    assert after_solve_s(100_000, 1.0) == 0.5 and after_solve_s(1_000, 60.0) == pytest.approx(0.65)

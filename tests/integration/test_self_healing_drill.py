@@ -99,6 +99,8 @@ def drill(broker: Broker, tmp: Path, *, services: int = 40, disruption_budget: i
         "apply_s": apply_s,
         "dispatch_state": applied["state"],
         "decision": replan["decision"],
+        # what the plan's deadline costs, if anything: the new placement's price
+        "new_cost_per_hour": replan["new_cost_per_hour"],
         "moved_replicas": replan["migration"]["moved_replicas"],
         "waves": max((s["wave"] for s in replan["migration"]["steps"]), default=0),
         # the wave schedule (docs/dispatch.md): its share of plan_s and the time to restore

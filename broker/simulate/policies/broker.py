@@ -23,6 +23,7 @@ import numpy as np
 
 from broker.core.domain import PlacementRequest, PlacementResult, UserRegion
 from broker.core.pooltable import IntArray
+from broker.core.requirements import Requirement
 from broker.errors import BrokerError
 from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.fleet import STEP_S, STEPS_PER_DAY, FleetIn
@@ -36,6 +37,7 @@ from broker.simulate.policies.base import (
     plan_moves,
     schedule,
 )
+from broker.simulate.policies.bridge import bridge
 from broker.simulate.policies.sizing import Sizer
 from broker.solver import SolverOptions, solve
 
@@ -126,6 +128,13 @@ class BrokerPolicy:
         for k, n in counts.items():
             w = self.market.workloads[k]
             deps = tuple(d for d in w.depends_on if d.workload in names) if with_deps else ()
+            requirements = w.requirements
+            if self.cfg.burst_room and self.declared.cpu[k] > self.req.cpu[k] + EPS:
+                # the node must hold a replica at its declared size: a burst past the forecast
+                # then meets idle neighbours' cores, not the node's end (within the same spend:
+                # a larger node of the same family costs the same per core)
+                at_least = Requirement.parse("vcpus", "Gt", [f"{float(self.declared.cpu[k]) - 0.01:g}"])
+                requirements = (*requirements, at_least)
             workloads.append(
                 replace(
                     w,
@@ -134,6 +143,7 @@ class BrokerPolicy:
                     memory_gib=float(self.req.memory_gib[k]),
                     depends_on=deps,
                     min_sites=min(w.min_sites, n),
+                    requirements=requirements,
                 )
             )
         regions = tuple(UserRegion(u.name, u.lat, u.lon, u.site) for u in self.market.user_regions)
@@ -160,7 +170,12 @@ class BrokerPolicy:
         feasible = self.market.feasible
         ready = c.node_state[: c.n_nodes] == READY
         left = schedule(c, pending, self.req, feasible, nodes_ok=ready)
+        bridged = np.zeros(0, dtype=np.int64)
+        if self.cfg.bridge and len(left):  # run now where use leaves room, moved once a home is up
+            bridged = bridge(c, view, left, feasible, self.cfg.bridge_margin_pct / 100.0)
+            left = np.setdiff1d(left, bridged)
         left = schedule(c, left, self.req, feasible)
+        left = np.concatenate([left, self._rehome(c, bridged)])
         if len(left) == 0:
             return
         counts = {int(k): int(n) for k, n in zip(*np.unique(c.rep_w[left], return_counts=True), strict=True)}
@@ -168,6 +183,22 @@ class BrokerPolicy:
         if result is None:
             return
         self._realise(c, result, left)
+
+    def _rehome(self, c: Cluster, bridged: IntArray) -> IntArray:
+        """Bridged replicas' homes: room under the requests on another node (a starting one
+        too), moved there make-before-break; returns those that found none (they get new nodes)."""
+        n = c.n_nodes
+        usable = (c.node_state[:n] != GONE) & ~c.node_drain[:n]
+        left: list[int] = []
+        for r in bridged.tolist():
+            ok = usable.copy()
+            ok[int(c.rep_node[r])] = False
+            target = plan_moves(c, np.array([r]), self.req, ok, self.market.feasible)
+            if target is None:
+                left.append(r)
+            else:
+                c.move(r, target[0])
+        return np.array(left, dtype=np.int64)
 
     def _place_all(self, c: Cluster, view: StepView, *, current: bool) -> bool:
         """Solve the whole fleet; realise the answer if it is worth its moves. Whether it was."""

@@ -47,3 +47,17 @@ def test_a_catalog_copied_with_another_table_solves_over_that_table() -> None:
     scarce = dataclasses.replace(cat, table=dataclasses.replace(cat.table, max_nodes=np.zeros(cat.table.n_pools)))
     assert scarce.solver_table(o) is not before
     assert (scarce.solver_table(o).max_nodes == 0).all()
+
+
+def test_a_replans_table_keeps_its_running_pools_and_is_built_once_per_set() -> None:
+    cat = catalog()
+    o = NodeOverhead()
+    plain = PlacementRequest("p", (Workload("a", 1, 1.0, 1.0),))
+    full = cat.table_for(plain, o)
+    dominated = [p.id for p in cat.table.pools if p.id not in full.pool_index]
+    assert dominated  # the typed catalog has dominated pools to keep
+    kept = cat.table_for(plain, o, keep=dominated[:1])
+    assert dominated[0] in kept.pool_index and kept.n_pools == full.n_pools + 1
+    # the same placement re-planned again (a drill, an alert storm) reuses the table
+    assert cat.table_for(plain, o, keep=list(dominated[:1])) is kept
+    assert cat.table_for(plain, o, keep=["no-such-pool"]) is not kept
