@@ -81,7 +81,8 @@ class Sizer:
         if model is not None:
             forecasts = model.forecast(_panel(cpu_seen[rows]), self.horizon)
             return np.array([float(np.max(f.p95)) for f in forecasts])
-        return baseline_p95_peak(cpu_seen[rows], STEPS_PER_DAY)
+        # the baseline reads the last eight days: only those are copied
+        return baseline_p95_peak(cpu_seen[:, -8 * STEPS_PER_DAY :][rows], STEPS_PER_DAY)
 
     def cpu(
         self, cpu_seen: FloatArray, rows: IntArray, replicas: IntArray, declared: FloatArray | None = None

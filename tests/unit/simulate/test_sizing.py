@@ -60,3 +60,12 @@ def test_baseline_p95_peak_batched_equals_per_series(steps):
     for i, y in enumerate(values):
         _, p95 = with_p95(median_last_week, y, 12, 288)
         assert got[i] == pytest.approx(float(np.max(p95)), rel=1e-12, abs=1e-12), i
+
+
+def test_the_sizers_baseline_reads_what_with_p95_reads_on_the_whole_history():
+    rng = np.random.default_rng(9)
+    values = rng.gamma(2.0, 1.5, size=(4, 12 * STEPS_PER_DAY))
+    rows = np.array([3, 1])
+    got = Sizer("baseline", 12, 0.2).p95_peak(values, rows)
+    want = [float(np.max(with_p95(median_last_week, values[k], 12, STEPS_PER_DAY)[1])) for k in rows.tolist()]
+    assert got == pytest.approx(want, rel=1e-12)
