@@ -3,16 +3,23 @@
     python bench/simulate.py                          # the shipped fleet, its default length
     python bench/simulate.py --days 7 --out /tmp/sim  # a week, results written as CSV + Parquet
     python bench/simulate.py --scale 5000             # ~5,000 workloads made from the shipped ones
+    python bench/simulate.py --scale 5000 --days 14   # the issue's scale: two weeks, start_day 0
 
 `--scale N` builds a bigger fleet from examples/fleet.yaml: its workloads repeated until there
-are N, each copy on another trace series drawn (seeded) from the bundled traces. Figures go to
-docs/simulate.md with the command and the date; none are kept in code.
+are N, each copy on another trace series drawn (seeded) from the bundled traces. When the
+fleet's start_day plus the days asked for run past the traces, start_day is moved earlier (to 0
+at the most: the traces hold 14 days, so a 14-day replay has no history before it, and the
+broker policy keeps declared requests until it has seen a day). Per policy, the replay's wall
+and CPU time are printed too (`<policy> wall_s ...`), and the whole run's, child processes
+(the solver's MIPs) included. Figures go to docs/simulate.md and bench/RESULTS.md with the
+command, the date and the load average; none are kept in code.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from broker.settings import Settings  # noqa: E402
-from broker.simulate.fleet import parse_fleet  # noqa: E402
+from broker.simulate.fleet import STEPS_PER_DAY, parse_fleet  # noqa: E402
 from broker.simulate.load import read_document, snapshot_parts, traces  # noqa: E402
 from broker.simulate.metrics import SUMMARY_COLUMNS, summary  # noqa: E402
 from broker.simulate.run import run_simulation  # noqa: E402
@@ -107,17 +114,25 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=0, help="workloads in a scaled copy of the fleet")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--broker-time-limit", type=float, default=None, help="the broker policy's solve limit (s)")
     args = ap.parse_args()
     doc = read_document(args.fleet)
     if args.scale:
         doc = scaled(doc, args.scale, seed=args.seed or 0)
+    if args.broker_time_limit is not None:
+        doc.setdefault("policies", {}).setdefault("broker", {})["time_limit_s"] = args.broker_time_limit
+    usage = traces(doc.get("traces"), args.fleet.parent)
+    days = args.days if args.days is not None else float(doc.get("days", 2))
+    have = len(usage) / STEPS_PER_DAY
+    doc["start_day"] = max(0, min(int(doc.get("start_day", 7)), int(have - days)))
     fleet = parse_fleet(doc)
     started = time.perf_counter()
     cpu_started = time.process_time()
+    children = os.times()
     sim = run_simulation(
         fleet,
         snapshot_parts(fleet.sites),
-        traces(fleet.traces, args.fleet.parent),
+        usage,
         policies=args.policies.split(","),
         days=args.days,
         seed=args.seed,
@@ -125,14 +140,23 @@ def main() -> None:
         overhead=Settings().node_overhead(),
     )
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    scenario = f"{fleet.name} workloads={len(fleet.workloads)} days={sim.days:g} seed={sim.fleet.seed}"
-    print(f"# {scenario} wall_s={wall:.1f} cpu_s={cpu:.1f}")
+    after = os.times()
+    child = (after.children_user - children.children_user) + (after.children_system - children.children_system)
+    scenario = (
+        f"{fleet.name} workloads={len(fleet.workloads)} replicas={sum(w.replicas for w in fleet.workloads)}"
+        f" days={sim.days:g} start_day={fleet.start_day} seed={sim.fleet.seed}"
+    )
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"# {scenario} wall_s={wall:.1f} cpu_s={cpu:.1f} child_cpu_s={child:.1f} load_after={load}")
     rows = {}
     for run in sim.runs:
         row = summary(run)
         rows[run.policy] = row
         for key in SUMMARY_COLUMNS[1:]:
             print(f"{run.policy} {key} {row[key]}")
+        print(f"{run.policy} nodes_max {int(run.ledger.series['nodes'].max(initial=0))}")
+        print(f"{run.policy} wall_s {run.wall_s:.1f}")
+        print(f"{run.policy} cpu_s {run.cpu_s:.1f}")
     for line in targets(rows):
         print(line)
     if args.out is not None:

@@ -54,6 +54,7 @@ class Ledger:
     series: dict[str, FloatArray] = field(init=False)
     tenant_demand: FloatArray = field(init=False)  # core-minutes per tenant
     tenant_unserved: FloatArray = field(init=False)
+    layout: Layout | None = field(init=False, default=None, repr=False)  # the last step's, while it holds
 
     def __post_init__(self) -> None:
         self.series = {k: np.zeros(self.steps) for k in SERIES}
@@ -61,20 +62,28 @@ class Ledger:
         self.tenant_unserved = np.zeros(self.n_tenants)
 
 
-def account(
-    ledger: Ledger,
-    c: Cluster,
-    step: int,
-    cpu: FloatArray,
-    mem: FloatArray,
-    *,
-    deps: Dependencies,
-    tenant_of: IntArray,
-) -> None:
-    """Charge and score step `step` ([now, now + STEP_S)) given each workload's total usage."""
+@dataclass(frozen=True)
+class Layout:
+    """Everything of a step's accounting that depends on where replicas run, not on their usage:
+    it holds as long as the cluster's version does, unless a node gets ready within the step
+    (its share of the step depends on the time), so quiet steps only redo the usage's sums."""
+
+    version: int  # the cluster's; -1: this step's only
+    n_nodes: int
+    cap_cpu: FloatArray  # [node] allocatable times the share of the step the node runs pods
+    cap_mem: FloatArray
+    running_w: FloatArray  # [workload] replicas running (shares of the step)
+    on_w: IntArray  # per replica running (any share of the step): its workload, node and share
+    on_node: IntArray
+    on_frac: FloatArray
+    by_site: FloatArray  # [workload, site] running replicas
+    fixed: dict[str, float]  # the series that do not depend on usage
+
+
+def layout(c: Cluster, n_workloads: int, deps: Dependencies) -> Layout:
+    """Where replicas run in the step [now, now + STEP_S), and what that costs whatever they use."""
     m = c.market
     t = m.table
-    s = ledger.series
     n = c.n_nodes
     t0, t1 = c.now_s, c.now_s + STEP_S
     state = c.node_state[:n]
@@ -95,45 +104,85 @@ def account(
     placed = alive & (node >= 0)
     frac = np.zeros(r)
     frac[placed] = frac_node[node[placed]]
-    n_w = len(cpu)
-    running_w = np.bincount(w, weights=frac, minlength=n_w)
-    served_w = running_w > 0
-    per_cpu = np.where(served_w, cpu / np.where(served_w, running_w, 1.0), 0.0)
-    per_mem = np.where(served_w, mem / np.where(served_w, running_w, 1.0), 0.0)
+    running_w = np.asarray(np.bincount(w, weights=frac, minlength=n_workloads), dtype=np.float64)
     on = np.flatnonzero(placed & (frac > 0))
-    rep_cpu = per_cpu[w[on]] * frac[on]
-    node_cpu = np.bincount(node[on], weights=rep_cpu, minlength=n)
-    node_mem = np.bincount(node[on], weights=per_mem[w[on]] * frac[on], minlength=n)
-    starved_node = np.maximum(node_cpu - cap_cpu, 0.0)
-
-    # fairness: each replica's share of its node's shortfall, and workloads with nothing running
-    share = np.divide(starved_node[node[on]], node_cpu[node[on]], out=np.zeros(len(on)), where=node_cpu[node[on]] > 0)
-    starved_w = np.bincount(w[on], weights=rep_cpu * share, minlength=n_w)
-    unserved_w = starved_w + np.where(served_w, 0.0, cpu)
-    ledger.tenant_demand += np.bincount(tenant_of, weights=cpu, minlength=ledger.n_tenants) * STEP_MIN
-    ledger.tenant_unserved += np.bincount(tenant_of, weights=unserved_w, minlength=ledger.n_tenants) * STEP_MIN
+    on_w, on_node, on_frac = w[on], node[on], frac[on]
 
     site_of_node = t.site_idx[pool]
     storage = float(m.storage_hour[w[placed], site_of_node[node[placed]]].sum()) * STEP_H
     compute = float(c.price[pool[billed]].sum()) * STEP_H
-    by_site = np.zeros((n_w, m.n_sites))
-    np.add.at(by_site, (w[on], site_of_node[node[on]]), frac[on])
-    egress = _egress(by_site, m.egress, deps) * STEP_H
-    s["spend_compute"][step] = compute
-    s["spend_storage"][step] = storage
-    s["spend_egress"][step] = egress
-    s["spend"][step] = compute + storage + egress
+    by_site = (
+        np.bincount(on_w * m.n_sites + site_of_node[on_node], weights=on_frac, minlength=n_workloads * m.n_sites)
+        .reshape(n_workloads, m.n_sites)
+        .astype(np.float64)
+    )  # bincount of nothing is integer
+    fixed = {
+        "spend_compute": compute,
+        "spend_storage": storage,
+        "spend_egress": _egress(by_site, m.egress, deps) * STEP_H,
+        "provisioned_cpu": float(t.raw_vcpus[pool[billed]].sum()),  # billed: the instance's size
+        "provisioned_memory": float(t.raw_memory_gib[pool[billed]].sum()),
+        "unavailable_replica_min": float((1.0 - frac[alive]).sum()) * STEP_MIN,
+        "slo_violation_replica_min": float((by_site * ~m.latency_ok).sum()) * STEP_MIN,
+        "nodes": float(billed.sum()),
+        "spot_nodes": float((billed & (t.cap_idx[pool] == 1)).sum()),
+        "pending": float((alive & ~(frac > 0)).sum()),
+    }
+    return Layout(
+        version=-1 if late.any() else c.version,
+        n_nodes=n,
+        cap_cpu=cap_cpu,
+        cap_mem=cap_mem,
+        running_w=running_w,
+        on_w=on_w,
+        on_node=on_node,
+        on_frac=on_frac,
+        by_site=by_site,
+        fixed=fixed,
+    )
+
+
+def account(
+    ledger: Ledger,
+    c: Cluster,
+    step: int,
+    cpu: FloatArray,
+    mem: FloatArray,
+    *,
+    deps: Dependencies,
+    tenant_of: IntArray,
+) -> None:
+    """Charge and score step `step` ([now, now + STEP_S)) given each workload's total usage."""
+    s = ledger.series
+    n_w = len(cpu)
+    lay = ledger.layout
+    if lay is None or lay.version < 0 or lay.version != c.version:
+        lay = ledger.layout = layout(c, n_w, deps)
+    n = lay.n_nodes
+    served_w = lay.running_w > 0
+    per_cpu = np.where(served_w, cpu / np.where(served_w, lay.running_w, 1.0), 0.0)
+    per_mem = np.where(served_w, mem / np.where(served_w, lay.running_w, 1.0), 0.0)
+    rep_cpu = per_cpu[lay.on_w] * lay.on_frac
+    node_cpu = np.bincount(lay.on_node, weights=rep_cpu, minlength=n)
+    node_mem = np.bincount(lay.on_node, weights=per_mem[lay.on_w] * lay.on_frac, minlength=n)
+    starved_node = np.maximum(node_cpu - lay.cap_cpu, 0.0)
+
+    # fairness: each replica's share of its node's shortfall, and workloads with nothing running
+    on_cpu = node_cpu[lay.on_node]
+    share = np.divide(starved_node[lay.on_node], on_cpu, out=np.zeros(len(on_cpu)), where=on_cpu > 0)
+    starved_w = np.bincount(lay.on_w, weights=rep_cpu * share, minlength=n_w)
+    unserved_w = starved_w + np.where(served_w, 0.0, cpu)
+    ledger.tenant_demand += np.bincount(tenant_of, weights=cpu, minlength=ledger.n_tenants) * STEP_MIN
+    ledger.tenant_unserved += np.bincount(tenant_of, weights=unserved_w, minlength=ledger.n_tenants) * STEP_MIN
+
+    f = lay.fixed
+    for key, value in f.items():
+        s[key][step] = value
+    s["spend"][step] = f["spend_compute"] + f["spend_storage"] + f["spend_egress"]
     s["demand_cpu"][step] = float(cpu.sum())
-    s["used_cpu"][step] = float(np.minimum(node_cpu, cap_cpu).sum())
-    s["provisioned_cpu"][step] = float(t.raw_vcpus[pool[billed]].sum())  # billed: the instance's size
-    s["used_memory"][step] = float(np.minimum(node_mem, cap_mem).sum())
-    s["provisioned_memory"][step] = float(t.raw_memory_gib[pool[billed]].sum())
+    s["used_cpu"][step] = float(np.minimum(node_cpu, lay.cap_cpu).sum())
+    s["used_memory"][step] = float(np.minimum(node_mem, lay.cap_mem).sum())
     s["starved_core_min"][step] = float(starved_node.sum()) * STEP_MIN
-    s["unavailable_replica_min"][step] = float((1.0 - frac[alive]).sum()) * STEP_MIN
-    s["slo_violation_replica_min"][step] = float((by_site * ~m.latency_ok).sum()) * STEP_MIN
-    s["nodes"][step] = float(billed.sum())
-    s["spot_nodes"][step] = float((billed & (t.cap_idx[pool] == 1)).sum())
-    s["pending"][step] = float((alive & ~(frac > 0)).sum())
 
 
 def _egress(by_site: FloatArray, price: FloatArray, deps: Dependencies) -> float:

@@ -60,6 +60,9 @@ class Cluster:
         # what happened, for the metrics
         self.sched_latency_s: list[float] = []
         self.migrations = 0
+        # bumped by every change to nodes, replicas, prices or failed sites: what a policy or the
+        # accounting derived from an unchanged version still holds, so a quiet step recomputes nothing
+        self.version = 0
 
     # ---- views ---------------------------------------------------------------------
 
@@ -124,6 +127,7 @@ class Cluster:
         if site in self.down:
             raise PolicyError(f"site {self.market.table.sites[site].id} is down")
         i = self.n_nodes
+        self.version += 1
         self.n_nodes += 1
         self.node_pool = _grow(self.node_pool, self.n_nodes, 0)
         self.node_state = _grow(self.node_state, self.n_nodes, GONE)
@@ -145,6 +149,7 @@ class Cluster:
         if not self.rep_alive[replica] or self.rep_node[replica] >= 0:
             raise PolicyError(f"replica {replica} is not pending")
         self._check_node(node)
+        self.version += 1
         self.rep_node[replica] = node
         if self.node_state[node] == READY:
             self._started(np.array([replica]), self.now_s)
@@ -153,6 +158,7 @@ class Cluster:
         if not self.rep_alive[replica] or self.rep_node[replica] < 0:
             raise PolicyError(f"replica {replica} is not placed")
         self._check_node(node)
+        self.version += 1
         if node == self.rep_node[replica]:
             self.rep_move[replica] = -1
             return
@@ -166,6 +172,7 @@ class Cluster:
     def drain(self, node: int) -> None:
         """Terminate the node once no replica runs, waits or moves there."""
         self.node_drain[node] = True
+        self.version += 1
         self.settle()
 
     def terminate(self, node: int) -> None:
@@ -173,6 +180,7 @@ class Cluster:
         if self.node_state[node] == GONE:
             return
         self.node_state[node] = GONE
+        self.version += 1
         n = self.n_reps
         self.rep_move[:n][self.rep_move[:n] == node] = -1
         lost = np.flatnonzero(self.rep_alive[:n] & (self.rep_node[:n] == node))
@@ -194,6 +202,7 @@ class Cluster:
 
     def add_replicas(self, w: int, count: int) -> None:
         start = self.n_reps
+        self.version += 1
         self.n_reps += count
         self.rep_w = _grow(self.rep_w, self.n_reps, 0)
         self.rep_node = _grow(self.rep_node, self.n_reps, -1)
@@ -213,6 +222,7 @@ class Cluster:
         mine = np.flatnonzero(self.rep_alive[: self.n_reps] & (self.rep_w[: self.n_reps] == w))
         order = np.lexsort((-mine, self.rep_node[mine] >= 0))
         gone = mine[order[:count]]
+        self.version += 1
         self.rep_alive[gone] = False
         self.rep_node[gone] = -1
         self.rep_move[gone] = -1
@@ -232,6 +242,7 @@ class Cluster:
         if len(done) == 0:
             return
         self.node_state[done] = READY
+        self.version += 1
         is_done = np.zeros(n, dtype=bool)
         is_done[done] = True
         r = self.n_reps
@@ -259,5 +270,7 @@ class Cluster:
         used = np.zeros(n, dtype=bool)
         for target in (self.rep_node[:r], self.rep_move[:r]):
             used[target[alive & (target >= 0)]] = True
-        for node in draining[~used[draining]].tolist():
-            self.node_state[node] = GONE
+        idle = draining[~used[draining]]
+        if len(idle):
+            self.node_state[idle] = GONE
+            self.version += 1

@@ -1,4 +1,5 @@
-"""Replay one policy over the scenario, step by step. Pure: no clock but the decision timer, no I/O.
+"""Replay one policy over the scenario, step by step. Pure: no clock but the timers (each decision's,
+and the run's own wall and CPU time, which no figure of the replay depends on), no I/O.
 
 Each step: nodes that finished starting become ready; the scenario's events happen (prices,
 failures, demand, spot reclaims); the policy decides; the step is charged and scored. Before
@@ -40,6 +41,8 @@ class RunResult:
     migration_cost: float = 0.0
     tenants: list[str] = field(default_factory=list)
     tenant_weights: list[float] = field(default_factory=list)
+    wall_s: float = 0.0  # the replay's own time, training the policy included (bench/simulate.py)
+    cpu_s: float = 0.0
 
 
 def simulate(
@@ -52,6 +55,7 @@ def simulate(
     progress: Progress | None = None,
     solver_options: SolverOptions | None = None,
 ) -> RunResult:
+    wall0, cpu0 = time.perf_counter(), time.process_time()
     usage = _with_surge(usage, scenario)
     ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario, solver_options=solver_options)
     policy.start(ctx)
@@ -107,6 +111,7 @@ def simulate(
     out.sched_latency_s = list(c.sched_latency_s)
     out.migrations = c.migrations
     out.migration_cost = c.migrations * fleet.costs.migration_per_replica
+    out.wall_s, out.cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
     return out
 
 
@@ -145,8 +150,12 @@ def _apply(c: Cluster, sc: Scenario, step: int, target: IntArray, out: RunResult
     t = c.market.table
     if step == sc.price_step:
         c.price = np.where(sc.price_pools, c.price * sc.price_factor, c.price)
+        c.version += 1
     down = sc.site_down(step)
-    c.down = {down} if down >= 0 else set()
+    now_down = {down} if down >= 0 else set()
+    if now_down != c.down:
+        c.down = now_down
+        c.version += 1
     live = c.nodes
     if down >= 0:
         for node in live[c.node_site(live) == down].tolist():

@@ -70,6 +70,7 @@ class KarpenterLike:
         )
         self.types = np.flatnonzero(here & caps & ~t.dominated & _node_pool_types(t, families))
         self.market = market
+        self.idle_pass: tuple[int, int, bytes] | None = None
 
     def start(self, ctx: SimContext) -> None:
         pass
@@ -151,6 +152,11 @@ class KarpenterLike:
         old = (c.now_s - c.node_ready_s[live]) >= self.after_s
         cands = live[old & ~c.node_drain[live]]
         cands = cands[np.argsort(use[np.searchsorted(live, cands)], kind="stable")]
+        # a pass over the same cluster, candidates and budget as the last one, which did nothing,
+        # does nothing again: skipped (on a quiet fleet most steps are such passes)
+        key = (c.version, budget, cands.tobytes())
+        if key == self.idle_pass:
+            return
         ready = (c.node_state[:n] == READY) & ~c.node_drain[:n]
         for node in cands.tolist():
             if budget <= 0:
@@ -173,6 +179,8 @@ class KarpenterLike:
             if self._replace(c, node, reps):
                 ready[node] = False
                 budget -= 1
+        if c.version == key[0]:
+            self.idle_pass = key
 
     def _replace(self, c: Cluster, node: int, reps: IntArray) -> bool:
         t = self.market.table
