@@ -102,7 +102,7 @@ class SolverOptions:
     cg_pools_per_round: int = 100
     # CG stops when its next round would end past this share of the time, kept for the MIPs:
     # later ends leave the MIPs too little, earlier ones leave the LP a poor guide
-    cg_end: float = 0.35
+    cg_end: float = 0.45
     # a round's LP ends early enough for its reduced costs too (this many times the last round's):
     # on a busy host an LP that ran to its limit left the pricing pass to eat the MIPs' time
     pricing_margin: float = 1.5
@@ -138,6 +138,10 @@ class SolverOptions:
     rens_share_big: float = 0.6
     second_share: float = 0.5
     second_share_big: float = 0.9
+    # on big requests whose incumbent pays at least this share of its cost in egress, no second
+    # neighbourhood (it re-packs compute on the LP's pools and finds little there): the
+    # dependency-component LNS gets its time
+    second_max_egress_share_big: float = 0.05
     # above this universe size a request is "big": the second neighbourhood offers each class its
     # best column by reduced cost on the LP's pools (second_big_best; second_big_split to a class
     # the LP splits), not second_best: more columns made its MIP run to its limit unfinished

@@ -33,21 +33,24 @@ from broker.solver.search.egress_neighbourhoods import (
     pick_components,
 )
 from broker.solver.search.incumbent import improve
-from broker.solver.search.placements import class_nodes
+from broker.solver.search.placements import class_nodes, routed_egress
 from broker.solver.search.state import SearchState
 from broker.solver.types import ClassPlacement
 
 
 def rens_and_second(st: SearchState) -> None:
     """RENS over the LP's support, then, while the gap is open, the second neighbourhood. On big
-    requests only the second neighbourhood follows RENS (no LNS, no final MIP), so both get
-    more of the time there."""
+    requests both get more of the time, and the second is left out where egress is a large part
+    of the cost: the LNS's dependency neighbourhoods find more there."""
     mi, uni, opts = st.mi, st.uni, st.opts
     if not len(st.lp_support):
         return
     small = uni.size <= opts.neighbourhood_max_cols
     improve(st, st.lp_support, (opts.rens_share if small else opts.rens_share_big) * st.left())
     if not st.gap_open():
+        return
+    x = st.incumbent
+    if not small and x is not None and routed_egress(mi, x) >= opts.second_max_egress_share_big * st.ub:
         return
     # each class's best columns by reduced cost on the LP's pools: a few, and on big requests
     # one, or two to a class the LP splits over several columns

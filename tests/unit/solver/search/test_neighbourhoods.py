@@ -4,11 +4,15 @@ what it offers them, what the rest keeps; and how incumbents are compared (searc
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from broker.solver import SolverOptions
 from broker.solver.model.layout import make_layout
 from broker.solver.model.master import Master
 from broker.solver.model.universe import make_universe
-from broker.solver.search.neighbourhoods import columns_on_pools, idle_cost, pick_classes
+from broker.solver.search import neighbourhoods
+from broker.solver.search.column_generation import start
+from broker.solver.search.neighbourhoods import columns_on_pools, idle_cost, pick_classes, rens_and_second
 from broker.solver.search.placements import class_nodes, columns_of, objective, routed_egress
 
 from ..support.cases import case
@@ -103,3 +107,29 @@ def test_a_sub_mip_model_keeps_only_the_offered_pairs() -> None:
     assert kept == {(int(c), int(p)) for c, p in zip(mi.keep_class, mi.keep_pool, strict=True) if (c, p) in starts[0]}
     # and its spread/egress structure covers only the offered sites
     assert make_layout(sub).n_z <= lay.n_z
+
+
+def _calls_after_rens(monkeypatch: pytest.MonkeyPatch, max_egress_share: float) -> int:
+    """Neighbourhood MIPs rens_and_second runs on a big request (every universe counts as big here)
+    whose incumbent is a start paying egress."""
+    mi, starts, _lp, _opt = case(0)
+    opts = SolverOptions(neighbourhood_max_cols=0, second_max_egress_share_big=max_egress_share)
+    st = start(mi, [], time_limit_s=30, seed=0, opts=opts, prove=False)
+    x = starts[0]
+    assert routed_egress(mi, x) > 0
+    st.incumbent, st.ub = x, objective(mi, st.lay, x)
+    st.lp_support = columns_of(x, st.uni.cols)
+    calls: list[int] = []
+
+    def improve(_st: object, cols: np.ndarray, _seconds: float) -> bool:
+        calls.append(len(cols))
+        return False
+
+    monkeypatch.setattr(neighbourhoods, "improve", improve)
+    rens_and_second(st)
+    return len(calls)
+
+
+def test_big_requests_paying_egress_skip_the_second_neighbourhood(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _calls_after_rens(monkeypatch, 0.0) == 1  # RENS only: the LNS gets the time
+    assert _calls_after_rens(monkeypatch, 1.1) == 2  # egress below the share: RENS and the second
