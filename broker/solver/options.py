@@ -94,8 +94,6 @@ class SolverOptions:
     cg_stall_rounds: int = 4
     cg_stall_rel: float = 1.0e-3
     cg_stall_after: float = 0.2
-    # the LP re-solved with its caps once the loose phase stopped early, within this share of the time
-    cg_tight_share: float = 0.15
     # columns a round adds per class, and new pools: a few each round keeps the model small and
     # every re-solve warm (the basis is kept)
     cg_columns_per_class: int = 8

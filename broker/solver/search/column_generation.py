@@ -116,7 +116,7 @@ def column_generation(st: SearchState) -> None:
         # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
         # LP is re-solved
         m.tighten()
-        tight = m.solve_lp(time_limit_s=min(st.left() - (opts.cg_end - 0.05) * limit, opts.cg_tight_share * limit))
+        tight = m.solve_lp(time_limit_s=min(st.left() - (opts.cg_end - 0.05) * limit, 0.15 * limit))
         if tight is not None:
             st.z_lp = tight.value
             st.lp_x = round_lp(mi, *m.x_keys(), tight.x)
