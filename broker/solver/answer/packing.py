@@ -231,14 +231,16 @@ def _consolidate(
     """Nodes emptied by consolidation; x and the touched pools' packings updated in place."""
     nodes = Nodes({p: [{on[p][i][0]: n for i, n in node} for node in pk.nodes] for p, pk in packed.items()})
     emptied = Consolidator(workloads, caps, nodes, set(pinned)).run(deadline)
+    for kp in [kp for kp in x if kp[1] in nodes.touched]:  # one pass over x, not one per pool
+        del x[kp]
     for p in nodes.touched:
         rows = [row for row in nodes.of[p] if row]
-        for kp in [kp for kp in x if kp[1] == p]:
-            del x[kp]
+        totals: dict[int, int] = {}
         for row in rows:
             for k, n in row.items():
-                x[(k, p)] = x.get((k, p), 0) + n
-        items = _items_on(x, p)
+                totals[k] = totals.get(k, 0) + n
+        x.update({(k, p): n for k, n in totals.items()})
+        items = sorted(totals.items())
         index = {k: j for j, (k, _) in enumerate(items)}
         renumbered = [sorted((index[k], n) for k, n in row.items()) for row in rows]
         old = packed.get(p)
