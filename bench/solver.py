@@ -174,6 +174,9 @@ def run(
         "stop_reason": res.stop_reason,
         "nodes": sum(nd.count for nd in res.nodes),
         "nodes_before_packing": res.packing.aggregate_nodes if res.packing else float("nan"),
+        # the model's answer priced by its aggregate capacity rule, before exact packing and
+        # consolidation: what the search found, apart from what packing adds
+        "cost_before_packing_per_hour": res.packing.aggregate_cost_per_hour if res.packing else float("nan"),
         "solve_s": round(secs, 2),
         "peak_rss_mib": round(rss_after, 1),
         "rss_growth_during_solve_mib": round(rss_after - rss_before, 1),

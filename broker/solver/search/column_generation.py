@@ -112,15 +112,10 @@ def column_generation(st: SearchState) -> None:
         st.no_bound_needed.set()
         st.hurry.set()
     if m.loose_fit:
-        # stopped before the loose phase converged: the loose LP spreads small classes over many
-        # pools in slivers of nodes, a poor guide for the MIPs, so the capped rows go in and the
-        # LP is re-solved
+        # stopped before the loose phase converged: the capped rows go in for the MIPs, and the
+        # loose LP's support guides RENS. The LP is not re-solved with them: from the loose basis
+        # that takes many times a loose round, and it rarely finished in the time left for it
         m.tighten()
-        tight = m.solve_lp(time_limit_s=min(st.left() - (opts.cg_end - 0.05) * limit, 0.15 * limit))
-        if tight is not None:
-            st.z_lp = tight.value
-            st.lp_x = round_lp(mi, *m.x_keys(), tight.x)
-            st.lp_support = m.x_uni[tight.x > 1e-7]
     st.lp_pool = np.zeros(mi.n_pools, dtype=bool)
     st.lp_pool[uni.cols.pool[st.lp_support]] = True
     if not st.converged or m.n_cols > opts.final_mip_max_cols:
