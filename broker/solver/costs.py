@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from broker.core.pooltable import FloatArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.prepare.classes import WorkloadData, large_replica_table
 from broker.solver.problem import GIB_IN_GB, PlacementProblem
 from broker.solver.types import Placement
@@ -20,28 +19,39 @@ def placement_nodes(
     and GPUs (the contract's rule), for each workload's replicas one node at a time, and the
     sum of the replicas' large-replica weights for k = 1, 2 (above half, above a third of a node:
     classes.large_replica_weights). Every packing needs at least this many."""
-    load: dict[int, FloatArray] = {}
-    need: dict[int, int] = {}
-    large: dict[int, FloatArray] = {}
-    for (k, p), r in x.items():
-        w = workloads[k].w
-        size = np.array([w.cpu, w.memory_gib, w.gpus])
-        load[p] = load.get(p, np.zeros(3)) + r * size
-        cap = np.array([vcpus[p], mem[p], gpus[p]], dtype=np.float64)
-        weight = large_replica_table(size, cap)
-        large[p] = large.get(p, np.zeros(len(weight))) + r * weight
-        fit = min(
-            math.floor(vcpus[p] / w.cpu + 1e-9),
-            math.floor(mem[p] / w.memory_gib + 1e-9),
-            math.floor(gpus[p] / w.gpus + 1e-9) if w.gpus > 0 else 10**9,
-            w.max_per_node or 10**9,
-        )
-        need[p] = max(need.get(p, 0), math.ceil(r / max(fit, 1)))
-    out: dict[int, int] = {}
-    for p, ld in load.items():
-        caps = np.array([vcpus[p], mem[p], max(float(gpus[p]), 1e-12)])
-        out[p] = max(1, math.ceil(float(np.max(ld / caps)) - 1e-9), need[p], math.ceil(float(large[p].max()) - 1e-9))
-    return out
+    if not x:
+        return {}
+    pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
+    k, pool = pairs[:, 0], pairs[:, 1]
+    r = np.fromiter(x.values(), dtype=np.float64, count=len(x))
+    size = np.array([[workloads[i].w.cpu, workloads[i].w.memory_gib, workloads[i].w.gpus] for i in k.tolist()])
+    limit = np.array([workloads[i].w.max_per_node or 10**9 for i in k.tolist()], dtype=np.float64)
+    cap = np.stack([vcpus[pool], mem[pool], gpus[pool]], axis=1).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        per_node = np.floor(np.where(size > 0, cap / np.where(size > 0, size, 1.0), np.inf) + 1e-9)
+    fit = np.maximum(np.minimum(per_node.min(axis=1), limit), 1.0)
+    pools, at = np.unique(pool, return_inverse=True)
+    load = np.zeros((len(pools), 3))
+    np.add.at(load, at, r[:, None] * size)
+    weights = large_replica_table(size, cap)
+    large = np.zeros((len(pools), weights.shape[1]))
+    np.add.at(large, at, r[:, None] * weights)
+    need = np.zeros(len(pools))
+    np.maximum.at(need, at, np.ceil(r / fit))
+    return nodes_needed(pools, load, large, need, vcpus=vcpus, mem=mem, gpus=gpus)
+
+
+def nodes_needed(
+    pools: IntArray, load: FloatArray, large: FloatArray, need: FloatArray, *, vcpus: FloatArray, mem: FloatArray,
+    gpus: FloatArray,
+) -> dict[int, int]:  # fmt: skip
+    """Per pool (`pools[i]`, its totals in row i): the most of its load over one node's capacity,
+    `need`, its large-replica weights, each rounded up, and 1."""
+    caps = np.stack([vcpus[pools], mem[pools], np.maximum(gpus[pools], 1e-12)], axis=1)
+    agg = np.ceil((load / caps).max(axis=1) - 1e-9)
+    heavy = np.ceil(large.max(axis=1, initial=0.0) - 1e-9)
+    count = np.maximum.reduce([np.ones(len(pools)), agg, need, heavy]).astype(np.int64)
+    return dict(zip(pools.tolist(), count.tolist(), strict=True))
 
 
 def storage_cost(problem: PlacementProblem, workloads: Sequence[WorkloadData], x: Placement) -> float:

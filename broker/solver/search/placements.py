@@ -6,8 +6,6 @@ and compares candidates by `objective`, with egress as solve() reports it.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from broker.core.pooltable import FloatArray, IntArray
@@ -20,22 +18,20 @@ from broker.solver.types import ClassPlacement
 def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
     """Nodes per pool: the aggregate capacity rule, one node per `fit` replicas of each class, and
     the sum of the replicas' large-replica weights (ModelInput.large_weights)."""
-    load: dict[int, FloatArray] = {}
-    need: dict[int, int] = {}
+    if not x:
+        return {}
     pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
-    fits = mi.fit(pairs[:, 0], pairs[:, 1])[0].tolist()
-    weights = mi.large_weights(pairs[:, 0], pairs[:, 1])
-    large: dict[int, FloatArray] = {}
-    for ((c, p), r), fit, w in zip(x.items(), fits, weights, strict=True):
-        load[p] = load.get(p, np.zeros(3)) + r * mi.classes[c].demand
-        large[p] = large.get(p, np.zeros(mi.large_kinds)) + r * w
-        need[p] = max(need.get(p, 0), math.ceil(r / fit - 1e-9))
-    out: dict[int, int] = {}
-    for p, ld in load.items():
-        caps = np.array([mi.vcpus[p], mi.mem[p], max(mi.gpus[p], 1e-12)])
-        agg = math.ceil(float(np.max(ld / caps)) - 1e-9)
-        out[p] = max(1, agg, need[p], math.ceil(float(large[p].max(initial=0.0)) - 1e-9))
-    return out
+    cls, pool = pairs[:, 0], pairs[:, 1]
+    r = np.fromiter(x.values(), dtype=np.float64, count=len(x))
+    fit = mi.fit(cls, pool)[0].astype(np.float64)
+    pools, at = np.unique(pool, return_inverse=True)
+    load = np.zeros((len(pools), 3))
+    np.add.at(load, at, r[:, None] * mi.class_demand[cls])
+    large = np.zeros((len(pools), mi.large_kinds))
+    np.add.at(large, at, r[:, None] * mi.large_weights(cls, pool))
+    need = np.zeros(len(pools))
+    np.maximum.at(need, at, np.ceil(r / fit - 1e-9))
+    return costs.nodes_needed(pools, load, large, need, vcpus=mi.vcpus, mem=mi.mem, gpus=mi.gpus)
 
 
 def feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
