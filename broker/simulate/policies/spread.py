@@ -44,8 +44,3 @@ class PerNode:
     def add(self, w: int, node: int) -> None:
         if self.limit[w] < NO_LIMIT:
             self.count.setdefault(w, Counter())[node] += 1
-
-
-def declared_limits(c: Cluster) -> IntArray:
-    """Per workload, its own `spread.max_per_node` (NO_LIMIT where none)."""
-    return np.array([w.max_per_node or NO_LIMIT for w in c.market.workloads], dtype=np.int64)
