@@ -144,9 +144,14 @@ class BrokerPolicyIn(Strict):
     bridge: bool = True
     bridge_margin_pct: float = Field(50.0, ge=0, le=400)
     # each replica on a node that holds its declared request, so a burst past the forecast meets
-    # the node's idle cores (policies/broker.py); off (default): any node that holds the sized
-    # request. On, it cost more than it saved over the seeds measured (bench/RESULTS.md)
-    burst_room: bool = False
+    # the node's idle cores (policies/broker.py); off: any node that holds the sized request
+    burst_room: bool = True
+    # each workload sized below its declared request (burst-prone: it may burst back to it) runs
+    # at most one replica per node, so one workload's replicas never burst together on a node
+    # and a node's bursts come from independent workloads (policies/broker.py)
+    burst_spread: bool = True
+    # every node the broker's solves launch has at least this many vCPUs (0: any size)
+    min_node_vcpus: float = Field(0.0, ge=0, le=512)
 
 
 class PoliciesIn(Strict):

@@ -18,6 +18,7 @@ from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.events import Event, Scenario
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
+from broker.simulate.policies.spread import PerNode
 from broker.simulate.usage import Usage
 from broker.solver import SolverOptions
 
@@ -97,10 +98,12 @@ def schedule(
     pool_ok: BoolArray,
     *,
     nodes_ok: BoolArray | None = None,
+    per_node: PerNode | None = None,
 ) -> IntArray:
     """Bind each replica, in order, to the open node that fits it and scores best (LeastAllocated),
     as kube-scheduler does. `pool_ok` [workload, pool] is what the workload's filters allow;
-    `nodes_ok` [node] narrows the nodes. Returns the replicas left pending."""
+    `nodes_ok` [node] narrows the nodes; `per_node`: how many replicas of a workload a node may
+    hold. Returns the replicas left pending."""
     if len(replicas) == 0:
         return replicas
     n = c.n_nodes
@@ -116,6 +119,8 @@ def schedule(
         w = int(c.rep_w[r])
         need = req.of(w)
         ok = usable & pool_ok[w, pool] & fits(free, need)
+        if per_node is not None:
+            ok &= per_node.room(w)
         hits = np.flatnonzero(ok)
         if len(hits) == 0:
             left.append(r)
@@ -124,6 +129,8 @@ def schedule(
         best = int(hits[int(np.argmax(score))])
         c.bind(r, best)
         free[:, best] -= need
+        if per_node is not None:
+            per_node.add(w, best)
     return np.array(left, dtype=np.int64)
 
 
@@ -139,17 +146,25 @@ def schedule_pending(c: Cluster, req: Requests, pool_ok: BoolArray) -> IntArray:
     return schedule(c, left, req, pool_ok)
 
 
-def first_fit_decreasing(sizes: FloatArray, capacity: FloatArray) -> tuple[IntArray, int]:
+def first_fit_decreasing(
+    sizes: FloatArray, capacity: FloatArray, groups: IntArray | None = None, limit: IntArray | None = None
+) -> tuple[IntArray, int]:
     """Pack items (rows of `sizes`, [item, 3]) onto identical bins of `capacity` [3], largest
-    first: (bin of each item, bins used); an item larger than a bin gets -1."""
+    first: (bin of each item, bins used); an item larger than a bin gets -1. With `groups` (per
+    item, its workload) and `limit` (per workload), a bin holds at most `limit` items of a group."""
     order = np.argsort(-(sizes[:, 0] / max(capacity[0], EPS) + sizes[:, 1] / max(capacity[1], EPS)), kind="stable")
     bins = np.zeros((0, 3))
     out = np.full(len(sizes), -1, dtype=np.int64)
+    in_bin: dict[tuple[int, int], int] = {}  # (group, bin) -> items
     for i in order.tolist():
         s = sizes[i]
         if (s > capacity + EPS).any():
             continue
         room = (bins + s <= capacity + EPS).all(axis=1) if len(bins) else np.zeros(0, dtype=bool)
+        if groups is not None and limit is not None:
+            g = int(groups[i])
+            for b in np.flatnonzero(room).tolist():
+                room[b] = in_bin.get((g, b), 0) < limit[g]
         hit = np.flatnonzero(room)
         if len(hit):
             b = int(hit[0])
@@ -158,14 +173,23 @@ def first_fit_decreasing(sizes: FloatArray, capacity: FloatArray) -> tuple[IntAr
             b = len(bins) - 1
         bins[b] += s
         out[i] = b
+        if groups is not None:
+            key = (int(groups[i]), b)
+            in_bin[key] = in_bin.get(key, 0) + 1
     return out, len(bins)
 
 
 def plan_moves(
-    c: Cluster, replicas: IntArray, req: Requests, nodes_ok: BoolArray, pool_ok: BoolArray | None = None
+    c: Cluster,
+    replicas: IntArray,
+    req: Requests,
+    nodes_ok: BoolArray,
+    pool_ok: BoolArray | None = None,
+    per_node: PerNode | None = None,
 ) -> list[int] | None:
-    """Where each replica would go (LeastAllocated among `nodes_ok` nodes that fit it), or None
-    when one of them fits nowhere: a node is emptied only if all its replicas find room."""
+    """Where each replica would go (LeastAllocated among `nodes_ok` nodes that fit it, within
+    `per_node`'s limits), or None when one of them fits nowhere: a node is emptied only if all
+    its replicas find room."""
     free = c.free(req.cpu, req.memory_gib, req.gpus)
     cpu, mem, _ = c.node_capacity()
     cap = np.vstack([cpu, mem])
@@ -176,10 +200,14 @@ def plan_moves(
         ok = nodes_ok & fits(free, need)
         if pool_ok is not None:
             ok &= pool_ok[w, c.node_pool[: c.n_nodes]]
+        if per_node is not None:
+            ok &= per_node.room(w)
         hits = np.flatnonzero(ok)
         if len(hits) == 0:
             return None
         best = int(hits[int(np.argmax(least_allocated(free[:, hits], cap[:, hits])))])
         free[:, best] -= need
+        if per_node is not None:
+            per_node.add(w, best)
         out.append(best)
     return out

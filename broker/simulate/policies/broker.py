@@ -12,6 +12,9 @@
   placement is taken only if it pays for its moves within `payback_hours` (as
   broker/dispatch/replan.py decides) or the running one no longer holds the new requests.
   Moves are make-before-break, at most `disruption_budget` replicas in flight at once.
+- Bursts past the forecast (`burst_room`, `burst_spread`): a workload sized below its declared
+  request is placed on nodes that hold its declared request, one replica per node, so its
+  replicas do not burst together on a node and each burst meets other workloads' idle cores.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from broker.simulate.policies.base import (
 )
 from broker.simulate.policies.bridge import bridge
 from broker.simulate.policies.sizing import Sizer
+from broker.simulate.policies.spread import NO_LIMIT, PerNode
 from broker.solver import SolverOptions, solve
 
 REPLAN_EVENTS = {"price_change", "outage_end", "surge_end"}
@@ -67,6 +71,7 @@ class BrokerPolicy:
         self.solves = 0
         self.options: SolverOptions | None = None
         self.replans = 0
+        self.own_limit = np.array([w.max_per_node or NO_LIMIT for w in market.workloads], dtype=np.int64)
 
     def start(self, ctx: SimContext) -> None:
         # the simulator reads no savings: the answer's baselines are not priced
@@ -122,8 +127,21 @@ class BrokerPolicy:
 
     # ---- placing -------------------------------------------------------------------
 
+    def _limits(self) -> IntArray:
+        """Per workload, the replicas one node may hold: its own spread.max_per_node, and one
+        with `burst_spread` when it is sized below its declared request (it may burst back to
+        it: two replicas on a node would burst there together)."""
+        if not self.cfg.burst_spread:
+            return self.own_limit
+        bursty = self.declared.cpu > self.req.cpu + EPS
+        return np.where(bursty, np.minimum(self.own_limit, 1), self.own_limit)
+
+    def _per_node(self, c: Cluster) -> PerNode:
+        return PerNode(c, self._limits())
+
     def _request(self, name: str, counts: dict[int, int], *, with_deps: bool) -> PlacementRequest:
         workloads = []
+        limits = self._limits()
         names = {self.market.workloads[k].name for k in counts}
         for k, n in counts.items():
             w = self.market.workloads[k]
@@ -135,6 +153,9 @@ class BrokerPolicy:
                 # a larger node of the same family costs the same per core)
                 at_least = Requirement.parse("vcpus", "Gt", [f"{float(self.declared.cpu[k]) - 0.01:g}"])
                 requirements = (*requirements, at_least)
+            if self.cfg.min_node_vcpus > 0:
+                floor = Requirement.parse("vcpus", "Gt", [f"{self.cfg.min_node_vcpus - 0.01:g}"])
+                requirements = (*requirements, floor)
             workloads.append(
                 replace(
                     w,
@@ -144,6 +165,7 @@ class BrokerPolicy:
                     depends_on=deps,
                     min_sites=min(w.min_sites, n),
                     requirements=requirements,
+                    max_per_node=None if limits[k] >= NO_LIMIT else int(limits[k]),
                 )
             )
         regions = tuple(UserRegion(u.name, u.lat, u.lon, u.site) for u in self.market.user_regions)
@@ -169,12 +191,15 @@ class BrokerPolicy:
     def _place_pending(self, c: Cluster, view: StepView, pending: IntArray) -> None:
         feasible = self.market.feasible
         ready = c.node_state[: c.n_nodes] == READY
-        left = schedule(c, pending, self.req, feasible, nodes_ok=ready)
+        per_node = self._per_node(c)
+        left = schedule(c, pending, self.req, feasible, nodes_ok=ready, per_node=per_node)
         bridged = np.zeros(0, dtype=np.int64)
         if self.cfg.bridge and len(left):  # run now where use leaves room, moved once a home is up
+            # the spread's limits do not hold here: a bridge lasts minutes, and a replica that
+            # waits is surely unavailable, one beside its own only may burst with it
             bridged = bridge(c, view, left, feasible, self.cfg.bridge_margin_pct / 100.0)
             left = np.setdiff1d(left, bridged)
-        left = schedule(c, left, self.req, feasible)
+        left = schedule(c, left, self.req, feasible, per_node=per_node)
         left = np.concatenate([left, self._rehome(c, bridged)])
         if len(left) == 0:
             return
@@ -190,10 +215,11 @@ class BrokerPolicy:
         n = c.n_nodes
         usable = (c.node_state[:n] != GONE) & ~c.node_drain[:n]
         left: list[int] = []
+        per_node = self._per_node(c)
         for r in bridged.tolist():
             ok = usable.copy()
             ok[int(c.rep_node[r])] = False
-            target = plan_moves(c, np.array([r]), self.req, ok, self.market.feasible)
+            target = plan_moves(c, np.array([r]), self.req, ok, self.market.feasible, per_node)
             if target is None:
                 left.append(r)
             else:
@@ -237,8 +263,9 @@ class BrokerPolicy:
         usable = (c.node_state[:n] != GONE) & ~c.node_drain[:n]
         usable[over] = False
         left: list[int] = []
+        per_node = self._per_node(c)
         for r in evict:
-            target = plan_moves(c, np.array([r]), self.req, usable, self.market.feasible)
+            target = plan_moves(c, np.array([r]), self.req, usable, self.market.feasible, per_node)
             if target is None:
                 left.append(r)
             else:
@@ -288,6 +315,8 @@ class BrokerPolicy:
         n = c.n_nodes
         cap = np.vstack(c.node_capacity())
         held = np.zeros((3, n))
+        limits = self._limits()
+        on_node: dict[tuple[int, int], int] = defaultdict(int)  # (workload, node) -> replicas held
         placed: set[int] = set()
         if keep:
             for r in replicas.tolist():
@@ -296,9 +325,14 @@ class BrokerPolicy:
                     continue
                 pool, k = int(c.node_pool[node]), int(c.rep_w[r])
                 need = self.req.of(k)
-                if want[pool].get(k, 0) > 0 and (held[:, node] + need <= cap[:, node] + EPS).all():
+                if (
+                    want[pool].get(k, 0) > 0
+                    and on_node[(k, node)] < limits[k]
+                    and (held[:, node] + need <= cap[:, node] + EPS).all()
+                ):
                     want[pool][k] -= 1
                     held[:, node] += need
+                    on_node[(k, node)] += 1
                     placed.add(r)
         todo: dict[int, list[int]] = defaultdict(list)  # pool -> replicas to put there
         spare = [r for r in replicas.tolist() if r not in placed]
@@ -321,18 +355,23 @@ class BrokerPolicy:
             )
             rest: list[int] = []
             for r in reps:
-                need = self.req.of(int(c.rep_w[r]))
+                k = int(c.rep_w[r])
+                need = self.req.of(k)
                 ok = nodes[(held[:, nodes] + need[:, None] <= cap[:, nodes] + EPS).all(axis=0)] if len(nodes) else nodes
+                ok = np.array([node for node in ok.tolist() if on_node[(k, node)] < limits[k]], dtype=np.int64)
                 if len(ok):
                     node = int(ok[0])
                     held[:, node] += need
+                    on_node[(k, node)] += 1
                     used[node] = True
                     moves.append((r, node))
                 else:
                     rest.append(r)
             if rest:
                 sizes = np.array([self.req.of(int(c.rep_w[r])) for r in rest])
-                where, bins = first_fit_decreasing(sizes, np.array([t.vcpus[pool], t.memory_gib[pool], t.gpus[pool]]))
+                groups = c.rep_w[np.array(rest, dtype=np.int64)]
+                capacity = np.array([t.vcpus[pool], t.memory_gib[pool], t.gpus[pool]])
+                where, bins = first_fit_decreasing(sizes, capacity, groups, limits)
                 if int(t.site_idx[pool]) in c.down:
                     continue
                 new = [c.launch(pool) for _ in range(bins)]

@@ -1,6 +1,9 @@
-"""The broker policy's answers to waiting replicas (bridging) and to bursts past the forecast (burst room)."""
+"""The broker policy's answers to waiting replicas (bridging) and to bursts past the forecast
+(burst room, burst spread, a floor on node size)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -8,9 +11,10 @@ from broker.simulate.cluster import READY, STARTING, Cluster
 from broker.simulate.fleet import parse_fleet
 from broker.simulate.market import build_market
 from broker.simulate.metrics import summary
-from broker.simulate.policies.base import Requests, StepView
+from broker.simulate.policies.base import Requests, StepView, schedule
 from broker.simulate.policies.bridge import bridge
 from broker.simulate.policies.broker import BrokerPolicy
+from broker.simulate.policies.spread import NO_LIMIT, PerNode
 from tests.unit.simulate.test_policies import _run
 
 WEB, DB, BATCH = 0, 1, 2  # the test fleet's workloads, in order
@@ -102,3 +106,51 @@ def test_burst_room_asks_for_nodes_that_hold_the_declared_request(fleet_doc, par
         else:
             assert all(v == [] for v in floors.values())
         assert by_name["web"].cpu == 0.3
+
+
+def _policy(fleet_doc, parts, **cfg) -> tuple[BrokerPolicy, Cluster]:
+    fleet = parse_fleet(fleet_doc)
+    market = build_market(fleet, parts)
+    policy = BrokerPolicy(fleet, market)
+    policy.cfg = policy.cfg.model_copy(update=cfg)
+    # web sized below its declared core (burst-prone), db and batch at what they declared
+    policy.req = Requests(np.array([0.3, 2.0, 2.0]), np.array([1.0, 8.0, 4.0]), np.zeros(3))
+    return policy, Cluster(market, len(market.workloads))
+
+
+def test_burst_spread_asks_the_solver_for_one_burst_prone_replica_per_node(fleet_doc, parts) -> None:
+    for on in (True, False):
+        policy, _ = _policy(fleet_doc, parts, burst_spread=on)
+        req = policy._request("t", {WEB: 3, DB: 2, BATCH: 2}, with_deps=False)
+        limits = {w.name: w.max_per_node for w in req.workloads}
+        assert limits == ({"web": 1, "db": None, "batch": None} if on else dict.fromkeys(limits))
+
+
+def test_burst_spread_packs_one_workloads_replicas_onto_separate_nodes(fleet_doc, parts) -> None:
+    pool = "aws:us-east-1/m5.2xlarge/ondemand"  # 8 vCPUs: room for all three web replicas at 0.3
+    for on in (True, False):
+        policy, c = _policy(fleet_doc, parts, burst_spread=on)
+        c.instant = True
+        c.add_replicas(WEB, 3)
+        answer = SimpleNamespace(assignments=[SimpleNamespace(pool=pool, workload="web", replicas=3)])
+        policy._realise(c, answer, c.alive())  # type: ignore[arg-type]  # only its assignments are read
+        nodes = {int(c.rep_node[r]) for r in c.alive().tolist()}
+        assert len(nodes) == (3 if on else 1)
+
+
+def test_burst_spread_binds_a_waiting_replica_beside_none_of_its_own(fleet_doc, parts) -> None:
+    c, node = _cluster(fleet_doc, parts, "aws:us-east-1/m5.2xlarge/ondemand")
+    c.add_replicas(WEB, 2)
+    req = Requests(np.array([0.3, 2.0, 2.0]), np.array([1.0, 8.0, 4.0]), np.zeros(3))
+    limit = np.array([1, NO_LIMIT, NO_LIMIT], dtype=np.int64)
+    left = schedule(c, c.pending(), req, c.market.feasible, per_node=PerNode(c, limit))
+    assert len(left) == 1 and int(c.rep_node[0]) == node  # room for both under the requests, one each
+    free = np.array([NO_LIMIT] * 3, dtype=np.int64)
+    assert len(schedule(c, left, req, c.market.feasible, per_node=PerNode(c, free))) == 0
+
+
+def test_min_node_vcpus_asks_every_workload_for_nodes_of_that_size(fleet_doc, parts) -> None:
+    policy, _ = _policy(fleet_doc, parts, min_node_vcpus=8, burst_room=False)
+    req = policy._request("t", {WEB: 1, DB: 1, BATCH: 1}, with_deps=False)
+    for w in req.workloads:
+        assert [r.numbers[0] for r in w.requirements if r.attribute == "vcpus" and r.operator == "Gt"] == [7.99]

@@ -104,3 +104,14 @@ def test_unknown_policy():
         check_policies(["kube-default", "magic"])
     assert _locs(exc) == [["policies", 1]]
     assert "magic" in exc.value.detail
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("burst_spread", "sometimes"), ("burst_room", [1]), ("min_node_vcpus", -4)]
+)
+def test_bad_broker_burst_settings_name_the_field(fleet_doc, field, value):
+    fleet_doc["policies"]["broker"][field] = value
+    with pytest.raises(InvalidRequest) as exc:
+        parse_fleet(fleet_doc)
+    assert ["policies", "broker", field] in _locs(exc)
+    assert f"policies.broker.{field}" in exc.value.detail
