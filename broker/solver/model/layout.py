@@ -131,6 +131,16 @@ class ModelInput:
             return fit, stronger
         return np.minimum(fit, limit).astype(np.float32), stronger | limited
 
+    def node_share(self, cand: IntArray, demand: FloatArray) -> FloatArray:
+        """Per pool in `cand`: a replica of `demand` (cpu, memory, GPUs) costs this share of a
+        fully used node's cost, by the resource it uses most of."""
+        cpu, mem, gpu = demand.tolist()
+        use = np.maximum(cpu / self.vcpus[cand], mem / self.mem[cand])
+        if gpu > 0:
+            use = np.maximum(use, gpu / np.maximum(self.gpus[cand], 1e-12))
+        out: FloatArray = self.node_cost[cand] * use
+        return out
+
     @property
     def large_kinds(self) -> int:
         """Large-replica rows per pool: one per resource and k."""

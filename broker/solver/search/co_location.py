@@ -247,12 +247,7 @@ class _Placed:
 def _share(mi: ModelInput, c: int) -> FloatArray:
     """What a replica of class c costs on each of its candidates, on a node shared at full use."""
     cl = mi.classes[c]
-    cand = cl.cand
-    cpu, mem, gpu = cl.demand
-    use = np.maximum(cpu / mi.vcpus[cand], mem / mi.mem[cand])
-    if gpu > 0:
-        use = np.maximum(use, gpu / np.maximum(mi.gpus[cand], 1e-12))
-    out: FloatArray = mi.node_cost[cand] * use + cl.rep_cost
+    out: FloatArray = mi.node_share(cl.cand, cl.demand) + cl.rep_cost
     return out
 
 

@@ -39,7 +39,7 @@ def share_start(mi: ModelInput, base: ClassPlacement) -> ClassPlacement | None:
             continue
         key = (id(cl.cand), tuple(cl.demand.tolist()))
         if key not in groups:  # classes of one shape and candidate set share their nodes' shares
-            groups[key] = _node_share(mi, cl.cand, cl.demand, owned)
+            groups[key] = np.where(owned[cl.cand], np.inf, mi.node_share(cl.cand, cl.demand))
         share = groups[key] + cl.rep_cost
         spot = mi.cap_idx[cl.cand] == SPOT
         off = np.where(spot, np.inf, share)
@@ -56,16 +56,6 @@ def share_start(mi: ModelInput, base: ClassPlacement) -> ClassPlacement | None:
                 return None
             x[(c, int(cl.cand[i_off]))] = rest
     return x if feasible(mi, x, class_nodes(mi, x)) else None
-
-
-def _node_share(mi: ModelInput, cand: np.ndarray, demand: FloatArray, owned: np.ndarray) -> FloatArray:
-    """Per candidate: a replica's share of a fully used node's cost (inf on owned pools)."""
-    cpu, mem, gpu = demand.tolist()
-    use = np.maximum(cpu / mi.vcpus[cand], mem / mi.mem[cand])
-    if gpu > 0:
-        use = np.maximum(use, gpu / np.maximum(mi.gpus[cand], 1e-12))
-    out: FloatArray = np.where(owned[cand], np.inf, mi.node_cost[cand] * use)
-    return out
 
 
 def with_share_start(st: SearchState, starts: list[ClassPlacement]) -> list[ClassPlacement]:
