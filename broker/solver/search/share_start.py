@@ -8,8 +8,8 @@ the way the model prices compute is worth its fraction of a second: every class 
 where a replica costs least at a fully used node (its share of the node's cost plus its storage
 and latency costs there), spot within its cap, so classes of the same shape meet on the same
 pools and fill their nodes. Spread classes (whose sites must differ) keep the base placement,
-and owned pools (bounded node counts) are left to the base, so the start keeps every rule the
-base keeps.
+and no class is moved onto an owned pool (bounded node counts), so the start keeps every rule
+the base keeps.
 """
 
 from __future__ import annotations
