@@ -36,15 +36,7 @@ def per_replica_peak(view: StepView) -> tuple[FloatArray, FloatArray]:
 def usage_room(c: Cluster, cpu: FloatArray, mem: FloatArray) -> FloatArray:
     """[2, node] cores and GiB each node has left under its replicas' recent peak use (replicas
     bound there and replicas moving there both count)."""
-    n, r = c.n_nodes, c.n_reps
-    alive, w = c.rep_alive[:r], c.rep_w[:r]
-    used = np.zeros((2, n))
-    for target in (c.rep_node[:r], c.rep_move[:r]):
-        on = alive & (target >= 0)
-        used[0] += np.bincount(target[on], weights=cpu[w[on]], minlength=n)
-        used[1] += np.bincount(target[on], weights=mem[w[on]], minlength=n)
-    cap_cpu, cap_mem, _ = c.node_capacity()
-    return np.vstack([cap_cpu, cap_mem]) - used
+    return c.free(cpu, mem)[:2]
 
 
 def bridge(c: Cluster, view: StepView, pending: IntArray, pool_ok: BoolArray, margin: float) -> IntArray:
