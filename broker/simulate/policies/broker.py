@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from broker.core.domain import PlacementRequest, PlacementResult, UserRegion
-from broker.core.pooltable import IntArray
+from broker.core.pooltable import BoolArray, IntArray
 from broker.core.requirements import Requirement
 from broker.errors import BrokerError
 from broker.simulate.cluster import GONE, READY, Cluster
@@ -133,21 +133,25 @@ class BrokerPolicy:
         it: two replicas on a node would burst there together)."""
         if not self.cfg.burst_spread:
             return self.own_limit
-        bursty = self.declared.cpu > self.req.cpu + EPS
-        return np.where(bursty, np.minimum(self.own_limit, 1), self.own_limit)
+        return np.where(self._bursty(), np.minimum(self.own_limit, 1), self.own_limit)
+
+    def _bursty(self) -> BoolArray:
+        """Per workload: sized below its declared request, so it may burst back to it."""
+        bursty: BoolArray = self.declared.cpu > self.req.cpu + EPS
+        return bursty
 
     def _per_node(self, c: Cluster) -> PerNode:
         return PerNode(c, self._limits())
 
     def _request(self, name: str, counts: dict[int, int], *, with_deps: bool) -> PlacementRequest:
         workloads = []
-        limits = self._limits()
+        limits, bursty = self._limits(), self._bursty()
         names = {self.market.workloads[k].name for k in counts}
         for k, n in counts.items():
             w = self.market.workloads[k]
             deps = tuple(d for d in w.depends_on if d.workload in names) if with_deps else ()
             requirements = w.requirements
-            if self.cfg.burst_room and self.declared.cpu[k] > self.req.cpu[k] + EPS:
+            if self.cfg.burst_room and bursty[k]:
                 # the node must hold a replica at its declared size: a burst past the forecast
                 # then meets idle neighbours' cores, not the node's end (within the same spend:
                 # a larger node of the same family costs the same per core)
