@@ -4,6 +4,7 @@
     python bench/simulate.py --days 7 --out /tmp/sim  # a week, results written as CSV + Parquet
     python bench/simulate.py --scale 5000             # ~5,000 workloads made from the shipped ones
     python bench/simulate.py --scale 5000 --days 14   # the scale: two weeks, start_day 0
+    python bench/simulate.py --clock                  # the broker's solves on the clock, not on work limits
 
 `--scale N` builds a bigger fleet from examples/fleet.yaml: its workloads repeated until there
 are N, each copy on another trace series drawn (seeded) from the bundled traces. When the
@@ -115,12 +116,17 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--broker-time-limit", type=float, default=None, help="the broker policy's solve limit (s)")
+    ap.add_argument(
+        "--clock", action="store_true", help="the broker's solves on the clock (work_limits: null), not on work limits"
+    )
     args = ap.parse_args()
     doc = read_document(args.fleet)
     if args.scale:
         doc = scaled(doc, args.scale, seed=args.seed or 0)
     if args.broker_time_limit is not None:
         doc.setdefault("policies", {}).setdefault("broker", {})["time_limit_s"] = args.broker_time_limit
+    if args.clock:
+        doc.setdefault("policies", {}).setdefault("broker", {})["work_limits"] = None
     usage = traces(doc.get("traces"), args.fleet.parent)
     days = args.days if args.days is not None else float(doc.get("days", 2))
     have = len(usage) / STEPS_PER_DAY

@@ -120,6 +120,15 @@ class PoolTable:
             attributes_box=[],
         )
 
+    def dominated_within(self, among: BoolArray) -> BoolArray:
+        """The pools of `among` that another pool of `among` dominates (as `dominated`, on the
+        table's capacities): a workload whose instance requirements allow only `among` never
+        needs them, whichever pools the requirements rule out."""
+        return _dominated(
+            self.site_idx, self.cap_idx, self.arch_idx, self.gpu_model, self.vcpus, self.memory_gib,
+            self.gpus, self.price, self.max_nodes, among,
+        )  # fmt: skip
+
     def provider_mask(self, providers: Sequence[str]) -> BoolArray:
         """Pools whose site belongs to one of `providers`."""
         site_ok = np.isin(self.site_provider, list(providers))
@@ -187,8 +196,10 @@ def _dominated(
     gpus: FloatArray,
     price: FloatArray,
     max_nodes: FloatArray,
+    among: BoolArray | None = None,
 ) -> BoolArray:
-    """Mark pools that no cost-minimising placement needs.
+    """Mark pools that no cost-minimising placement needs (of `among`, by a pool of `among`;
+    default: every pool).
 
     Pool p is dominated when another unbounded pool q of the same site,
     capacity type, architecture and GPU model is at least as large in every
@@ -198,15 +209,18 @@ def _dominated(
     """
     n = len(price)
     out = np.zeros(n, dtype=bool)
-    if n == 0:
+    members = np.arange(n) if among is None else np.flatnonzero(among)
+    if len(members) < 2:
         return out
-    keys: dict[tuple[int, int, int, str], list[int]] = {}
-    for i in range(n):
-        keys.setdefault((int(site_idx[i]), int(cap_idx[i]), int(arch_idx[i]), str(gpu_model[i])), []).append(i)
-    for members in keys.values():
-        if len(members) < 2:
+    gpu_code = np.unique(gpu_model[members].astype(str), return_inverse=True)[1]
+    key = np.stack([site_idx[members], cap_idx[members], arch_idx[members], gpu_code.ravel()])
+    groups = np.unique(key, axis=1, return_inverse=True)[1].ravel()
+    order = np.argsort(groups, kind="stable")
+    cuts = np.flatnonzero(np.diff(groups[order])) + 1
+    for part in np.split(order, cuts):
+        if len(part) < 2:
             continue
-        idx = np.array(members)
+        idx = members[part]
         # rank: cheapest first; among equal prices the larger node first, so exact ties keep one pool
         idx = idx[np.lexsort((-gpus[idx], -mem[idx], -vcpus[idx], price[idx]))]
         v, m, g, pr = vcpus[idx], mem[idx], gpus[idx], price[idx]

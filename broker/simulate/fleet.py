@@ -128,6 +128,15 @@ class CheapestFitIn(Strict):
     pass
 
 
+class WorkLimitsIn(Strict):
+    """The broker's solves end on work, not on the clock (broker.solver.WorkLimits)."""
+
+    cg_rounds: int = Field(12, ge=1, le=1_000)
+    mip_nodes: int = Field(100, ge=1, le=1_000_000)
+    lns_turns: int = Field(8, ge=0, le=1_000)
+    packing_s: float = Field(0.2, ge=0, le=60)
+
+
 class BrokerPolicyIn(Strict):
     replan_hours: float = Field(12.0, gt=0)
     headroom_pct: float = Field(20.0, ge=0, le=400)
@@ -138,7 +147,11 @@ class BrokerPolicyIn(Strict):
     min_saving_pct: float = Field(5.0, ge=0, le=100)
     disruption_budget: int = Field(20, ge=1)
     forecast: Literal["xgboost", "baseline"] = "xgboost"
-    time_limit_s: float = Field(2.0, gt=0, le=600)
+    # with work limits (the default) each solve ends on its work, so a replay's figures do not
+    # depend on the machine's speed or load, and time_limit_s only guards against a runaway;
+    # `work_limits: null`: each solve gets time_limit_s of the clock, its best answer by then
+    work_limits: WorkLimitsIn | None = Field(default_factory=WorkLimitsIn)
+    time_limit_s: float = Field(60.0, gt=0, le=600)
     # replicas left waiting for a node to start run at once on a ready node whose recent use
     # leaves room for theirs x (1 + bridge_margin_pct), then move make-before-break (policies/bridge.py)
     bridge: bool = True

@@ -4,8 +4,8 @@
 guide to the pipeline and its modules.
 """
 
-from broker.solver.options import ShareBoundOptions, SolverOptions
+from broker.solver.options import ShareBoundOptions, SolverOptions, WorkLimits
 from broker.solver.problem import PlacementProblem
 from broker.solver.solve import solve
 
-__all__ = ["PlacementProblem", "ShareBoundOptions", "SolverOptions", "solve"]
+__all__ = ["PlacementProblem", "ShareBoundOptions", "SolverOptions", "WorkLimits", "solve"]

@@ -44,6 +44,21 @@ class ShareBoundOptions:
 
 
 @dataclass(frozen=True)
+class WorkLimits:
+    """Limits on work in place of the clock's shares, so that a request gets the same answer
+    whatever the machine's speed and load (the simulator's replays): column generation ends
+    after `cg_rounds` (or once converged or stalled), each MIP after `mip_nodes` branch-and-bound
+    nodes, large-neighbourhood search after `lns_turns`, CP-SAT's packing of each pool after
+    `packing_s` of its deterministic time. The time limit then only guards against a runaway:
+    an answer it cut short depends on the clock again, and says so in a warning."""
+
+    cg_rounds: int = 20
+    mip_nodes: int = 500
+    lns_turns: int = 12
+    packing_s: float = 0.2
+
+
+@dataclass(frozen=True)
 class SolverOptions:
     """How `solve()` spends its time limit. Tests and benchmarks set fields; nothing reads the
     environment. `mip_runner` is the only non-number: where big MIPs run (None: in this process,
@@ -62,6 +77,8 @@ class SolverOptions:
     # limit; callers that never report savings (the simulator, the right-sizing report's second
     # solve) turn it off and get the time back for the search
     price_baselines: bool = True
+    # work limits in place of the clock's shares (None: the clock's shares, the best answer in time)
+    work_limits: WorkLimits | None = None
     # large-replica rows per pool for k = 1..this (model/layout.py; 0: none, only to measure them)
     large_replica_rows: int = 2
     rel_gap: float = 0.01  # the gap the search aims to prove; it stops once proven

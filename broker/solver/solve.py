@@ -99,8 +99,11 @@ def solve(
         )
     unused = 0.0 if found.out_of_time else max(0.0, remaining - (time.perf_counter() - search_started)) / remaining
     left = max(0.0, limit - (time.perf_counter() - started) - explain_s)
-    packing_s = min(packing_s, left)
-    consolidate_s = min(consolidate_s, left - packing_s)
+    if opts.work_limits is None:
+        packing_s = min(packing_s, left)
+        consolidate_s = min(consolidate_s, left - packing_s)
+    else:  # packing and consolidation end by their work: the rest of the time only guards
+        packing_s = consolidate_s = left
     return _answer(
         problem,
         prep,
@@ -227,6 +230,7 @@ def _answer(
         seed=seed,
         consolidate_s=consolidate_s,
         pinned=frozenset(k for k, _, _ in si.usable_now),
+        per_pool_s=None if options.work_limits is None else options.work_limits.packing_s,
     )
     aggregate_nodes = placement_nodes(workloads, aggregate_x, vcpus=mi.vcpus, mem=mi.mem, gpus=mi.gpus)
     before = _priced(problem, si, prep, aggregate_x, aggregate_nodes)
@@ -255,6 +259,10 @@ def _answer(
             "the bound is a Lagrangian one or each replica's cheapest share of a node's cost"
         )
     warnings += packing_warnings(packed.stats, before.cost, cost)
+    if options.work_limits is not None and (found.out_of_time or time.perf_counter() - started > time_limit_s):
+        warnings.append(
+            "work limits: the time limit cut the search short, so this answer depends on the machine's speed and load"
+        )
     return PlacementResult(
         status=status,
         objective_value=round(objective_value, 6),

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import replace
 
@@ -43,7 +44,9 @@ from broker.simulate.policies.base import (
 from broker.simulate.policies.bridge import bridge
 from broker.simulate.policies.sizing import Sizer
 from broker.simulate.policies.spread import NO_LIMIT, PerNode
-from broker.solver import SolverOptions, solve
+from broker.solver import SolverOptions, WorkLimits, solve
+
+log = logging.getLogger(__name__)
 
 REPLAN_EVENTS = {"price_change", "outage_end", "surge_end"}
 DRIFT_WINDOW = 3  # steps of usage above the requests that trigger a re-size
@@ -69,13 +72,19 @@ class BrokerPolicy:
         self.last_drift_s = -np.inf
         self.queue: list[tuple[int, int]] = []  # (replica, target node) moves waiting for the budget
         self.solves = 0
+        self.cut_short = False  # a solve ran into its time limit before its work limits
         self.options: SolverOptions | None = None
         self.replans = 0
         self.own_limit = np.array([w.max_per_node or NO_LIMIT for w in market.workloads], dtype=np.int64)
 
     def start(self, ctx: SimContext) -> None:
         # the simulator reads no savings: the answer's baselines are not priced
-        self.options = replace(ctx.solver_options or SolverOptions(), price_baselines=False)
+        limits = self.cfg.work_limits
+        self.options = replace(
+            ctx.solver_options or SolverOptions(),
+            price_baselines=False,
+            work_limits=None if limits is None else WorkLimits(**limits.model_dump()),
+        )
         cpu, _ = ctx.history()
         self.sizer.fit(cpu)
 
@@ -188,9 +197,18 @@ class BrokerPolicy:
         problem = replace(self.market.problem(request, down=sorted(c.down), price=c.price), current=current)
         self.solves += 1
         try:
-            return solve(problem, time_limit_s=self.cfg.time_limit_s, seed=self.fleet.seed, options=self.options)
+            result = solve(problem, time_limit_s=self.cfg.time_limit_s, seed=self.fleet.seed, options=self.options)
         except BrokerError:  # nothing fits right now (a failed site, say): the replicas wait
             return None
+        if not self.cut_short and any(w.startswith("work limits:") for w in result.warnings):
+            self.cut_short = True
+            log.warning(
+                "broker policy: a solve at %.0f s ran into time_limit_s (%g s) before its work limits; "
+                "this run's figures depend on the machine's speed (raise time_limit_s)",
+                c.now_s,
+                self.cfg.time_limit_s,
+            )
+        return result
 
     def _place_pending(self, c: Cluster, view: StepView, pending: IntArray) -> None:
         feasible = self.market.feasible

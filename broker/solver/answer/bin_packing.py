@@ -183,9 +183,11 @@ def cp_sat(
     time_s: float,
     seed: int,
     limits: Sequence[int | None] | None = None,
+    wall_s: float | None = None,
 ) -> tuple[list[list[tuple[int, int]]], bool] | None:
     """The fewest nodes by CP-SAT, at most len(hint) of them, started from `hint`; the packing and
-    whether it is proven optimal, or None when CP-SAT found nothing within `time_s`."""
+    whether it is proven optimal, or None when CP-SAT found nothing within `time_s` of
+    deterministic time (or `wall_s` of the clock, default twice that: a backstop)."""
     dims = np.flatnonzero(cap > 0)
     size_i = np.ceil(sizes[:, dims] * _SCALE[dims] - 1e-6).astype(np.int64)
     cap_i = np.floor(cap[dims] * _SCALE[dims] + 1e-6).astype(np.int64)
@@ -213,7 +215,7 @@ def cp_sat(
     p.num_workers = 1  # one worker and a deterministic-time limit: the same answer on every run
     p.random_seed = seed
     p.max_deterministic_time = max(time_s, 0.01)
-    p.max_time_in_seconds = max(2.0 * time_s, 0.05)  # a wall-clock backstop on a loaded machine
+    p.max_time_in_seconds = max(2.0 * time_s if wall_s is None else wall_s, 0.05)  # a backstop on a loaded machine
     p.log_search_progress = False
     status = solver.solve(m)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -250,12 +252,23 @@ def improve(
     time_s: float,
     seed: int = 0,
     limits: Sequence[int | None] | None = None,
+    wall_s: float | None = None,
 ) -> PoolPacking:
     """CP-SAT's packing when it uses no more nodes than `packing` (then also when it proves that
     packing minimal), else `packing` unchanged."""
     if packing.proven:
         return packing
-    found = cp_sat(counts, sizes, cap, hint=packing.nodes, lower=packing.lower, time_s=time_s, seed=seed, limits=limits)
+    found = cp_sat(
+        counts,
+        sizes,
+        cap,
+        hint=packing.nodes,
+        lower=packing.lower,
+        time_s=time_s,
+        seed=seed,
+        limits=limits,
+        wall_s=wall_s,
+    )
     if found is None or len(found[0]) > len(packing.nodes):
         return packing
     nodes, optimal = found

@@ -83,11 +83,13 @@ def pack_placement(
     seed: int = 0,
     consolidate_s: float = 0.0,
     pinned: frozenset[int] = frozenset(),
+    per_pool_s: float | None = None,
 ) -> PackedPlacement:
     """Each pool of `x` packed; CP-SAT gets at most `time_s` in all, shared over the pools it
     may improve, owned pools over their bound first; then up to `consolidate_s` for emptying
     nodes whose replicas cost less elsewhere at the site (consolidate.py), never moving the
-    workloads in `pinned` (replicas running now)."""
+    workloads in `pinned` (replicas running now). With `per_pool_s` (work limits), CP-SAT gets
+    that much deterministic time per pool instead, `time_s` and `consolidate_s` only guard."""
     started = time.perf_counter()
     x = {kp: r for kp, r in x.items() if r > 0}
     on = _by_pool(x)
@@ -103,12 +105,13 @@ def pack_placement(
     for i, p in enumerate(queue):
         items = on[p]
         left = deadline - time.perf_counter()
-        share = left / (len(queue) - i)
+        share = left / (len(queue) - i) if per_pool_s is None else per_pool_s
         if share < 0.02 or cp_sat_size(len(items), len(packed[p].nodes)) > max_vars:
             continue
         cp_ran += 1
         counts, sizes, cap, limits = _instance(workloads, items, caps.of(p))
-        packed[p] = improve(packed[p], counts, sizes, cap, time_s=share, seed=seed, limits=limits)
+        wall = None if per_pool_s is None else max(left, 2.0 * per_pool_s)
+        packed[p] = improve(packed[p], counts, sizes, cap, time_s=share, seed=seed, limits=limits, wall_s=wall)
     cp_better = sum(pk.engine == "cp-sat" and len(pk.nodes) < pk.ffd_nodes for pk in packed.values())
     moved, unmoved = _repair(workloads, x, on, packed, caps)
     if moved:

@@ -29,6 +29,7 @@ from broker.solver.model.universe import Universe
 from broker.solver.types import DualPrices
 
 Placement = dict[tuple[int, int], int]  # (class index, pool index) -> replicas
+NO_NODE_LIMIT = 2**31 - 1  # HiGHS' mip_max_nodes default (kHighsIInf)
 
 
 class Master:
@@ -359,27 +360,25 @@ class Master:
         hint: FloatArray | None,
         rel_gap: float,
         runner: MipRunner | None = None,
+        max_nodes: int | None = None,
     ) -> MIPResult:
         """The MIP over the model's columns, in this process, or through `runner` (mip.py) for
-        MIPs big enough that HiGHS' cut separation can overrun the limit."""
+        MIPs big enough that HiGHS' cut separation can overrun the limit; with `max_nodes`, it
+        also ends after that many branch-and-bound nodes (a limit on work, not on time)."""
         self.make_integer()
+        options = {"mip_rel_gap": rel_gap, "random_seed": int(seed), "mip_max_nodes": max_nodes or NO_NODE_LIMIT}
         if runner is None:
-            out = self._solve_here(time_limit_s, seed, hint, rel_gap)
+            out = self._solve_here(time_limit_s, hint, options)
         else:
-            out = runner.solve(
-                model_of(self.h),
-                time_limit_s=max(0.05, time_limit_s),
-                options={"mip_rel_gap": rel_gap, "random_seed": int(seed)},
-                hint=hint,
-            )
+            out = runner.solve(model_of(self.h), time_limit_s=max(0.05, time_limit_s), options=options, hint=hint)
         x = np.round(out.x[self.x_col]) if len(out.x) else np.zeros(0)
         return MIPResult(out.status, out.value, out.bound, x)
 
-    def _solve_here(self, time_limit_s: float, seed: int, hint: FloatArray | None, rel_gap: float) -> Outcome:
+    def _solve_here(self, time_limit_s: float, hint: FloatArray | None, options: dict[str, float | int]) -> Outcome:
         h = self.h
         h.setOptionValue("time_limit", max(0.05, time_limit_s))
-        h.setOptionValue("mip_rel_gap", rel_gap)
-        h.setOptionValue("random_seed", int(seed))
+        for name, value in options.items():
+            h.setOptionValue(name, value)
         if hint is not None:
             h.setSolution(self.n_cols, np.arange(self.n_cols, dtype=np.int32), hint)
         # HiGHS can run far past its time limit in stages that do not read the clock but do poll

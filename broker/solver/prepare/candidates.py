@@ -68,8 +68,13 @@ def prepare(problem: PlacementProblem) -> Prepared:
             if t.pruned:  # never considered: a same-site pool is at least as large and no dearer
                 counts["dominated"] = t.pruned
             counts.update({f"sites:{k}": v for k, v in site_rejection_counts(masks, t).items()})
-            # a dominated pool may be the only one a requirement allows (Catalog.table_for)
-            by_sig[sig] = (masks, np.flatnonzero(ok if w.requirements else ok & usable), counts)
+            # a dominated pool may be the only one a requirement allows (Catalog.table_for): with
+            # requirements, only pools another allowed pool dominates are left out
+            by_sig[sig] = (
+                masks,
+                np.flatnonzero(ok & ~t.dominated_within(ok) if w.requirements else ok & usable),
+                counts,
+            )
         masks, cand, counts = by_sig[sig]
         masks_by_w.append(masks)
         rejected[w.name] = dict(counts)

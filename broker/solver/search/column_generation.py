@@ -67,13 +67,15 @@ def column_generation(st: SearchState) -> None:
     limit = st.time_limit_s
     pricing_s = 0.0  # what the last round's reduced costs took: the LP must leave time for them
     values: list[float] = []  # the LP's value per round of this phase (loose fit rows, then tight)
+    work = opts.work_limits
     for rounds in range(1, opts.max_cg_rounds + 1):
         st.rounds = rounds
         round_start = time.perf_counter()
         # a round's LP can take seconds on big requests: never past the request's time (after
         # the first, a round must end before the MIPs' share, less a margin: one cut off is time lost)
+        # (under work limits the time only guards: a round cut off by it would not repeat)
         reserve = (0.1 if rounds == 1 else opts.cg_end - 0.05) * limit + opts.pricing_margin * pricing_s
-        lp = m.solve_lp(time_limit_s=st.left() - reserve)
+        lp = m.solve_lp(time_limit_s=st.left() - (0.0 if work else reserve))
         if lp is None:
             break
         st.z_lp = lp.value
@@ -101,7 +103,10 @@ def column_generation(st: SearchState) -> None:
         # support makes the RENS MIP's cut separation overrun its limit
         round_s = time.perf_counter() - round_start
         values.append(st.z_lp)
-        if st.left() < limit * opts.cg_end + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s or _stalled(values, st):
+        out_of_rounds = work is not None and rounds >= work.cg_rounds
+        time_up = st.left() < limit * opts.cg_end + (1.5 * lag_s if lag_ok else 0.0) + 3.0 * round_s
+        if out_of_rounds or time_up or _stalled(values, st):
+            st.out_of_time |= work is not None and time_up and not out_of_rounds
             if lag_ok:
                 st.lagrangian = lagrangian_bound(mi, uni, m, lp.row_dual)
             break
@@ -127,10 +132,16 @@ def column_generation(st: SearchState) -> None:
 
 def _stalled(values: list[float], st: SearchState) -> bool:
     """The LP's value moved by less than cg_stall_rel over the last cg_stall_rounds rounds, and
-    CG has had cg_stall_after of the time (before, it may still converge and prove its LP)."""
+    CG has had cg_stall_after of the time, or half its rounds under work limits (before, it may
+    still converge and prove its LP)."""
     opts = st.opts
     k = opts.cg_stall_rounds
-    if k <= 0 or len(values) <= k or st.left() > (1 - opts.cg_stall_after) * st.time_limit_s:
+    # under work limits: once half the rounds are gone, not by the clock
+    if opts.work_limits is not None:
+        early = len(values) < opts.work_limits.cg_rounds // 2
+    else:
+        early = st.left() > (1 - opts.cg_stall_after) * st.time_limit_s
+    if k <= 0 or len(values) <= k or early:
         return False
     return values[-k - 1] - values[-1] <= opts.cg_stall_rel * abs(values[-1])
 

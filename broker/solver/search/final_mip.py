@@ -28,9 +28,13 @@ def final_mip(st: SearchState) -> bool:
     both the time limit and the watchdog). False when the MIP proves there is no placement."""
     m, opts = st.m, st.opts
     rel_gap = opts.rel_gap
+    # under work limits, not without a converged LP: it then proves nothing, and its root's work
+    # has no limit but the clock
+    wanted = m.n_cols <= opts.final_mip_max_cols and (opts.work_limits is None or st.converged)
     # not when the time is up: HiGHS' presolve and root ignore a limit of a few milliseconds
-    run_mip = st.incumbent is None or (m.n_cols <= opts.final_mip_max_cols and st.left() >= opts.final_mip_min_s)
-    if m.n_cols <= opts.final_mip_max_cols and st.left() < opts.final_mip_min_s:
+    in_time = st.left() >= opts.final_mip_min_s
+    run_mip = st.incumbent is None or (wanted and in_time)
+    if wanted and not in_time:
         st.out_of_time = True
     if st.converged and st.incumbent is not None and st.ub - st.z_lp <= rel_gap * st.ub:
         st.bound = st.z_lp  # already within the target: the LP bound holds for the whole catalog
@@ -39,7 +43,12 @@ def final_mip(st: SearchState) -> bool:
     if st.bound == -math.inf and run_mip:
         runner = opts.mip_runner if m.n_cols >= opts.isolate_min_cols else None
         res = m.solve_mip(
-            time_limit_s=opts.final_mip_share * st.left(), seed=st.seed, hint=st.hint(m), rel_gap=rel_gap, runner=runner
+            time_limit_s=st.seconds(opts.final_mip_share),
+            seed=st.seed,
+            hint=st.hint(m),
+            rel_gap=rel_gap,
+            runner=runner,
+            max_nodes=st.mip_nodes,
         )
         if res.status == "infeasible" and st.incumbent is None:
             return False

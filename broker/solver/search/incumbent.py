@@ -38,7 +38,7 @@ def first_incumbent(st: SearchState, starts: list[ClassPlacement]) -> None:
         st.incumbent, st.ub = lp_x, v
         if _worth_co_locating(st, lp_x, v):
             # the LP splits a service's and its callers' replicas where each is cheapest too
-            y = co_located(mi, lp_x, until=time.perf_counter() + st.opts.co_location_share * st.left())
+            y = co_located(mi, lp_x, until=st.until(st.opts.co_location_share))
             if feasible(mi, y, class_nodes(mi, y)) and (w := objective(mi, lay, y)) < st.ub - 1e-9:
                 st.incumbent, st.ub = y, w
     st.m.add_columns(columns_of(st.incumbent, st.uni.cols))
@@ -60,7 +60,7 @@ def co_located_start(st: SearchState, starts: list[ClassPlacement]) -> list[Clas
         return []
     opts = st.opts
     share = opts.co_location_share_big if st.uni.size > opts.relaxed_min_cols else opts.co_location_share
-    x = co_located(mi, starts[i], until=time.perf_counter() + share * st.left())
+    x = co_located(mi, starts[i], until=st.until(share))
     if not feasible(mi, x, class_nodes(mi, x)) or objective(mi, lay, x) >= value - 1e-9:
         return []
     st.m.add_columns(columns_of(x, st.uni.cols))
@@ -86,6 +86,8 @@ def improve(
     With `free`, the other classes keep their replicas. True when the MIP was solved. A runner's
     grace comes out of `seconds`, and the MIP ends by `until` (model building included)."""
     mi, lay, uni, opts = st.mi, st.lay, st.uni, st.opts
+    if opts.work_limits is not None:  # the MIP ends by its nodes, the time only guards
+        seconds = st.left()
     if min(seconds, until - time.perf_counter()) < opts.improve_min_s:
         st.out_of_time = True
         return False
@@ -108,7 +110,14 @@ def improve(
     if seconds < opts.improve_min_s:  # HiGHS would run far past so short a limit
         st.out_of_time = True
         return False
-    rs = sub.solve_mip(time_limit_s=seconds, seed=st.seed, hint=st.hint(sub), rel_gap=opts.rel_gap / 4, runner=runner)
+    rs = sub.solve_mip(
+        time_limit_s=seconds,
+        seed=st.seed,
+        hint=st.hint(sub),
+        rel_gap=opts.rel_gap / 4,
+        runner=runner,
+        max_nodes=st.mip_nodes,
+    )
     if rs.status in ("optimal", "feasible"):
         st.offer(sub.placement(rs.x))
     return rs.status == "optimal"

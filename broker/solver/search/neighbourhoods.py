@@ -46,7 +46,7 @@ def rens_and_second(st: SearchState) -> None:
     if not len(st.lp_support):
         return
     small = uni.size <= opts.neighbourhood_max_cols
-    improve(st, st.lp_support, (opts.rens_share if small else opts.rens_share_big) * st.left())
+    improve(st, st.lp_support, st.seconds(opts.rens_share if small else opts.rens_share_big))
     if not st.gap_open():
         return
     x = st.incumbent
@@ -66,7 +66,7 @@ def rens_and_second(st: SearchState) -> None:
         )
     second = np.union1d(st.lp_support, best)
     if len(second) <= opts.final_mip_max_cols:
-        improve(st, second, (opts.second_share if small else opts.second_share_big) * st.left())
+        improve(st, second, st.seconds(opts.second_share if small else opts.second_share_big))
 
 
 def large_neighbourhoods(st: SearchState) -> None:
@@ -80,7 +80,8 @@ def large_neighbourhoods(st: SearchState) -> None:
     deps = dependencies(mi)
     # with traffic to trade and no converged LP, the final MIP proves nothing: LNS takes its time
     long = st.m.n_cols > opts.final_mip_max_cols or (deps.any and not st.converged)
-    end = time.perf_counter() + (opts.lns_share_big if long else opts.lns_share) * st.left()
+    end = st.until(opts.lns_share_big if long else opts.lns_share)
+    turns = opts.work_limits.lns_turns if opts.work_limits is not None else None
     rng = np.random.default_rng(st.seed)
     target = float(max(opts.lns_min_free, min(opts.lns_start_free, len(mi.classes) // 10)))
     priced_cls = uni.cols.cls(st.rc_x.idx)
@@ -89,7 +90,11 @@ def large_neighbourhoods(st: SearchState) -> None:
     # not a MIP that would get less than a third of its time (building its model takes some)
     for turn in itertools.count():
         now = time.perf_counter()
-        if st.incumbent is None or now >= end - opts.lns_mip_s / 3:
+        if st.incumbent is None or (turns is not None and turn >= turns):
+            break
+        # (under work limits the clock only guards: a MIP ends by its nodes)
+        if now >= end - (opts.lns_mip_s / 3 if turns is None else opts.improve_min_s):
+            st.out_of_time |= turns is not None
             break
         nodes = class_nodes(mi, st.incumbent)
         # every egress_every-th neighbourhood frees dependency components by the egress they pay
@@ -115,7 +120,8 @@ def large_neighbourhoods(st: SearchState) -> None:
             best_k *= 2
             if best_k > opts.lns_max_offered_columns:
                 break
-        fast = time.perf_counter() - now < opts.lns_mip_s / 4
+        # under work limits a neighbourhood grows on what its MIP proved alone, not on the clock
+        fast = turns is not None or time.perf_counter() - now < opts.lns_mip_s / 4
         grown = min(target * 1.5, len(mi.classes))
         target = grown if solved and fast else max(opts.lns_min_free, target / 1.5)
 

@@ -90,6 +90,20 @@ class SearchState:
         """Seconds left of the search's time."""
         return self.time_limit_s - (time.perf_counter() - self.started)
 
+    def seconds(self, share: float) -> float:
+        """A phase's time: `share` of what is left, or all of it under work limits (the phase
+        then ends by its work, the time only guards against a runaway)."""
+        return self.left() if self.opts.work_limits is not None else share * self.left()
+
+    def until(self, share: float) -> float:
+        """When a phase given `share` of what is left ends (perf_counter)."""
+        return time.perf_counter() + self.seconds(share)
+
+    @property
+    def mip_nodes(self) -> int | None:
+        """Branch-and-bound nodes each MIP may take under work limits (None: no such limit)."""
+        return self.opts.work_limits.mip_nodes if self.opts.work_limits is not None else None
+
     def gap_open(self) -> bool:
         """An incumbent, and no proof yet that it is within the gap target: before CG converges
         the restricted LP bounds nothing, so only a converged LP can close the gap here."""

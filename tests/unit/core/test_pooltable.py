@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from broker.core.domain import Arch, CapacityType, Pool
 from broker.core.pooltable import build_pool_table
 from tests.unit.solver.support.catalog import SITES, pools
@@ -22,3 +24,16 @@ def test_compact_drops_dominated_pools_but_keeps_the_ones_asked_for() -> None:
     assert kept.dominated[i]  # still never a candidate
     assert kept.price[i] == 1.0 and kept.vcpus[i] == 2
     assert kept.pruned == lean.pruned - 1
+
+
+def test_dominated_within_counts_only_the_pools_allowed() -> None:
+    full = build_pool_table(SITES, [*pools(), DEAR])
+    i = full.pool_index[DEAR.id]
+    everyone = np.ones(full.n_pools, dtype=bool)
+    assert full.dominated_within(everyone)[i]
+    # with the pools that dominate it ruled out (its site's others), it is the best left there
+    allowed = full.site_idx != full.site_idx[i]
+    allowed[i] = True
+    within = full.dominated_within(allowed)
+    assert not within[i]
+    assert not within[~allowed].any()  # only pools of `allowed` are ever marked

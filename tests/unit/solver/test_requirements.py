@@ -42,6 +42,16 @@ def test_a_requirement_may_select_a_dominated_pool() -> None:
     assert {a.pool for a in res.assignments} == {"aws:us-east-1/m7i.large/spot"}
 
 
+def test_with_requirements_a_pool_another_allowed_pool_dominates_is_no_candidate() -> None:
+    # vcpus > 1 allows the m6i and the m7i alike: the m7i of the same size costs more, so it is
+    # never needed (the candidates stay as few as without requirements); the test above rules
+    # the m6i out, and the m7i is a candidate again
+    prep = prepare(problem([wl(req("vcpus", "Gt", "1"))], tbl=TABLE))
+    types = {TABLE.pools[p].instance_type for p in prep.workloads[0].cand}
+    assert {"m6i.large", "m6i.xlarge"} <= types
+    assert not types & {"m7i.large", "m7i.xlarge"}
+
+
 def test_family_and_generation_as_karpenter_users_write_them() -> None:
     w = wl(req("instance-family", "In", "m7i", "m7a"), req("instance-generation", "Gt", "5"), replicas=4)
     p = problem([w], tbl=TABLE)
