@@ -11,6 +11,8 @@ storage and service dependencies. Prints one comparable figure per line per size
 `--shape deps` generates the dependency-heavy enterprise shape of issue 26: about 30 % of
 workloads call one service (0.1-5 GiB/h, median about 2.5), on about 800 services, and each
 caller's users sit on another continent than the service's, so egress is a large share of cost.
+`--requirement vcpus:Gt:1` puts that instance requirement on every workload (the request is then
+solved over every pool, as the service does: Catalog.table_for).
 """
 
 from __future__ import annotations
@@ -124,11 +126,12 @@ GENERATORS = {"plain": generate, "deps": generate_dependency_heavy}
 
 
 def service_problem(broker: Broker, req: PlacementRequest) -> PlacementProblem:
-    """The problem as the service builds it: allocatable capacity, dominated pools pruned."""
+    """The problem as the service builds it: allocatable capacity, dominated pools pruned (every
+    pool kept when a workload has instance requirements: Catalog.table_for)."""
     cat = broker.catalog()
     return PlacementProblem(
         request=req,
-        table=cat.solver_table(broker.settings.node_overhead()),
+        table=cat.table_for(req, broker.settings.node_overhead()),
         user_rtt=cat.user_rtt(req.user_regions),
         egress_usd_per_gb=cat.egress,
         internet_egress_usd_per_gb=cat.internet_egress,
@@ -144,8 +147,12 @@ def run(
     shape: str = "plain",
     trace: bool = False,
     overrides: dict[str, Any] | None = None,
+    requirements: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    req = parse_request(GENERATORS[shape](n)).to_domain()
+    doc = GENERATORS[shape](n)
+    for w in doc["workloads"] if requirements else ():
+        w["requirements"] = requirements
+    req = parse_request(doc).to_domain()
     problem = service_problem(broker, req)
     # timed pass without tracemalloc (it slows numpy code down): memory is the process's RSS
     # high-water mark (catalog included), and how far this solve pushed it
@@ -216,7 +223,18 @@ def main() -> None:
         metavar="FIELD=VALUE",
         help="a SolverOptions field for an A/B run, e.g. large_replica_rows=0 (repeatable)",
     )
+    ap.add_argument(
+        "--requirement",
+        action="append",
+        default=[],
+        metavar="KEY:OPERATOR:VALUE[,VALUE]",
+        help="an instance requirement on every workload, e.g. vcpus:Gt:1 (repeatable)",
+    )
     args = ap.parse_args()
+    requirements = [
+        {"key": k, "operator": op, "values": v.split(",") if v else []}
+        for k, op, v in (r.split(":", 2) for r in args.requirement)
+    ]
     overrides = option_overrides(args.option)
     url = args.database_url or f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"
     broker = Broker.open(Settings(database_url=url))
@@ -225,7 +243,9 @@ def main() -> None:
         prev: tuple[int, float] | None = None
         for n in (int(s) for s in args.sizes.split(",")):
             limit = args.time_limit or (30.0 if n <= 3000 else 120.0)
-            row = run(broker, n, limit, shape=shape, trace=args.tracemalloc, overrides=overrides)
+            row = run(
+                broker, n, limit, shape=shape, trace=args.tracemalloc, overrides=overrides, requirements=requirements
+            )
             key = f"{n}" if shape == "plain" else f"{n}.{shape}"
             for k, v in row.items():
                 print(f"{key}.{k}: {v}")

@@ -42,6 +42,7 @@ class PoolTable:
     price: FloatArray
     max_nodes: FloatArray  # inf = unbounded
     dominated: BoolArray  # never useful: a same-site pool is at least as large and as cheap
+    dominator: IntArray  # the pool that dominates it (the cheapest), -1: none (or it can run nothing)
     # per node: the instance's own size (power, interruption risk and listings use it) and what
     # its managed Kubernetes reserves (reservations.py); allocatable.py derives vcpus/memory_gib
     raw_vcpus: FloatArray
@@ -112,6 +113,7 @@ class PoolTable:
             price=self.price[idx],
             max_nodes=self.max_nodes[idx],
             dominated=self.dominated[idx],
+            dominator=_remapped(self.dominator[idx], idx, self.n_pools),
             raw_vcpus=self.raw_vcpus[idx],
             raw_memory_gib=self.raw_memory_gib[idx],
             reserved_vcpus=self.reserved_vcpus[idx],
@@ -121,13 +123,24 @@ class PoolTable:
         )
 
     def dominated_within(self, among: BoolArray) -> BoolArray:
-        """The pools of `among` that another pool of `among` dominates (as `dominated`, on the
-        table's capacities): a workload whose instance requirements allow only `among` never
-        needs them, whichever pools the requirements rule out."""
-        return _dominated(
-            self.site_idx, self.cap_idx, self.arch_idx, self.gpu_model, self.vcpus, self.memory_gib,
-            self.gpus, self.price, self.max_nodes, among,
-        )  # fmt: skip
+        """The pools of `among` that another pool of `among` dominates (as `dominated`): a
+        workload whose instance requirements allow only `among` never needs them, whichever
+        pools the requirements rule out. A pool whose dominator is allowed is dominated; only
+        those whose dominator is not (an m7i when the m6i is ruled out) are ranked again,
+        among the allowed pools of their sites."""
+        d = self.dominator
+        out = among & self.dominated & (d < 0)  # dominated without a dominator: it runs nothing
+        has = among & (d >= 0)
+        out[has] = among[d[has]]
+        unsure = has & ~out
+        if unsure.any():
+            again = among & np.isin(self.site_idx, np.unique(self.site_idx[unsure]))
+            found = _dominators(
+                self.site_idx, self.cap_idx, self.arch_idx, self.gpu_model, self.vcpus, self.memory_gib,
+                self.gpus, self.price, self.max_nodes, again,
+            )  # fmt: skip
+            out |= unsure & (found >= 0)
+        return out
 
     def provider_mask(self, providers: Sequence[str]) -> BoolArray:
         """Pools whose site belongs to one of `providers`."""
@@ -157,7 +170,7 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsB
     site_provider = np.array([s.provider for s in site_list], dtype=object)
     res_cpu, res_mem = reserved(site_provider[site_idx].tolist(), [p.instance_type for p in pool_list], vcpus, mem)
     # on what pods can use: a per-node overhead setting shifts every pool alike, so this holds for any
-    dominated = _dominated(
+    dominator = _dominators(
         site_idx, cap_idx, arch_idx, gpu_model, vcpus - res_cpu, mem - res_mem, gpus, price, max_nodes
     )
     return PoolTable(
@@ -174,7 +187,8 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsB
         gpu_model=gpu_model,
         price=price,
         max_nodes=max_nodes,
-        dominated=dominated,
+        dominated=dominator >= 0,
+        dominator=dominator,
         raw_vcpus=vcpus,
         raw_memory_gib=mem,
         reserved_vcpus=res_cpu,
@@ -186,7 +200,7 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsB
     )
 
 
-def _dominated(
+def _dominators(
     site_idx: IntArray,
     cap_idx: IntArray,
     arch_idx: IntArray,
@@ -197,9 +211,9 @@ def _dominated(
     price: FloatArray,
     max_nodes: FloatArray,
     among: BoolArray | None = None,
-) -> BoolArray:
-    """Mark pools that no cost-minimising placement needs (of `among`, by a pool of `among`;
-    default: every pool).
+) -> IntArray:
+    """Per pool, a pool that dominates it (the first by price), or -1: among the pools of
+    `among` only (default: every pool).
 
     Pool p is dominated when another unbounded pool q of the same site,
     capacity type, architecture and GPU model is at least as large in every
@@ -208,7 +222,7 @@ def _dominated(
     pruned, their node count is part of the answer.
     """
     n = len(price)
-    out = np.zeros(n, dtype=bool)
+    out = np.full(n, -1, dtype=np.int64)
     members = np.arange(n) if among is None else np.flatnonzero(among)
     if len(members) < 2:
         return out
@@ -234,5 +248,14 @@ def _dominated(
             & unbounded[:, None]
             & np.tri(len(idx), k=-1, dtype=bool).T
         )
-        out[idx] = covers.any(axis=0) & unbounded
+        has = covers.any(axis=0) & unbounded
+        out[idx[has]] = idx[covers.argmax(axis=0)[has]]
+    return out
+
+
+def _remapped(dominator: IntArray, kept: IntArray, n: int) -> IntArray:
+    """Dominator indices into the table of the `kept` pools (-1 where the dominator is gone)."""
+    position = np.full(n + 1, -1, dtype=np.int64)  # position[-1] = -1 keeps -1 as -1
+    position[kept] = np.arange(len(kept))
+    out: IntArray = position[dominator]
     return out

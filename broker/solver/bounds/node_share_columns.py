@@ -240,7 +240,8 @@ def gpu_share(mi: ModelInput) -> FloatArray:
     bounds = np.r_[0, np.flatnonzero(np.diff(cell[order])) + 1, len(order)]
     for a, b in itertools.pairwise(bounds.tolist()):
         pools = order[a:b]
-        g, q = pools[gpu[pools]], pools[~gpu[pools]]
+        # a node that offers nothing (allocatable 0) covers nothing
+        g, q = pools[gpu[pools]], pools[~gpu[pools] & (mi.vcpus[pools] > 0) & (mi.mem[pools] > 0)]
         if len(g) == 0 or len(q) == 0:
             continue
         # p's cpu and memory on q's nodes, fractionally: c_q max(v_p / v_q, m_p / m_q), only
