@@ -115,3 +115,11 @@ def test_bad_broker_burst_settings_name_the_field(fleet_doc, field, value):
         parse_fleet(fleet_doc)
     assert ["policies", "broker", field] in _locs(exc)
     assert f"policies.broker.{field}" in exc.value.detail
+
+
+@pytest.mark.parametrize(("field", "value"), [("cg_rounds", 0), ("mip_nodes", -1), ("lns_turns", "many"), ("extra", 1)])
+def test_bad_work_limits_name_the_field(fleet_doc, field, value):
+    fleet_doc["policies"]["broker"]["work_limits"] = {field: value}
+    with pytest.raises(InvalidRequest) as exc:
+        parse_fleet(fleet_doc)
+    assert ["policies", "broker", "work_limits", field] in _locs(exc)

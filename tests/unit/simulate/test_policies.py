@@ -101,6 +101,16 @@ def test_same_seed_same_figures(fleet_doc, parts, traces):
             assert np.array_equal(values, b.ledger.series[key]), key
 
 
+def test_the_broker_solves_on_the_fleets_work_limits_or_on_the_clock(fleet_doc, parts, traces):
+    fleet_doc["policies"]["broker"]["work_limits"] = {"cg_rounds": 3, "mip_nodes": 7, "lns_turns": 2}
+    _, policy, _ = _run("broker", fleet_doc, parts, traces, days=0.1)
+    limits = policy.inner.options.work_limits
+    assert (limits.cg_rounds, limits.mip_nodes, limits.lns_turns, limits.packing_s) == (3, 7, 2, 0.2)
+    fleet_doc["policies"]["broker"]["work_limits"] = None  # the clock's shares of time_limit_s
+    _, policy, _ = _run("broker", fleet_doc, parts, traces, days=0.1)
+    assert policy.inner.options.work_limits is None
+
+
 def test_another_seed_other_interruptions(fleet_doc, parts, traces):
     fleet_doc["events"]["spot_interruptions"]["risk_multiplier"] = 1000  # a node lives ~a day
     got = set()
