@@ -34,7 +34,7 @@ from broker.placements.rightsizing import apply_demand
 from broker.placements.store import PlacementStore
 from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget
 from broker.settings import Settings
-from broker.solver import PlacementProblem, solve
+from broker.solver import PlacementProblem, SolverOptions, WorkLimits, solve
 from broker.solver_runtime import prepare_process, solver_options
 from broker.usage.service import UsageStore
 
@@ -145,7 +145,7 @@ class Broker:
         problem = self._problem(request, cat, table=table, current=current, measured=measured)
         if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
             problem = replace(problem, declared=rightsizing.declared.to_domain())
-        result = solve(problem, time_limit_s=solve_s, options=solver_options(self.settings))
+        result = solve(problem, time_limit_s=solve_s, options=self._solver_options(request))
         if (capped := time_limit.warning(TimeCaps.of(self.settings).async_s)) is not None:
             result = replace(result, warnings=(*result.warnings, capped))
         used = {n.pool.split(":", 1)[0] for n in result.nodes}
@@ -164,7 +164,7 @@ class Broker:
             prices=prices,
             # declared vs forecast-sized requests, both priced
             rightsizing=rightsizing.section(
-                problem, result.cost_per_hour, time_limit.seconds, options=solver_options(self.settings)
+                problem, result.cost_per_hour, time_limit.seconds, options=self._solver_options(request)
             )
             if rightsizing is not None
             else None,
@@ -188,6 +188,11 @@ class Broker:
         observe_placement(placement, stored=True)
         return placement, True
 
+    def _solver_options(self, request: PlacementRequest) -> SolverOptions:
+        """The service's solver options; a reproducible request's solves end on work limits."""
+        options = solver_options(self.settings)
+        return replace(options, work_limits=WorkLimits()) if request.reproducible else options
+
     def pareto(self, doc: PlacementRequestIn | Any, *, tenant: str = "default") -> dict[str, list[TradeOff]]:
         """Cost-latency and cost-carbon Pareto fronts of a request, each point a full (unstored) placement."""
         from broker.solver.pareto import pareto_fronts
@@ -199,7 +204,7 @@ class Broker:
         problem = self._problem(request, cat)
         # a front is many solves in one synchronous answer: four budgets, within the sync cap
         limit = min(self.time_budget(req_in, synchronous=True).seconds * 4, TimeCaps.of(self.settings).sync_s)
-        fronts = pareto_fronts(problem, time_limit_s=limit, options=solver_options(self.settings))
+        fronts = pareto_fronts(problem, time_limit_s=limit, options=self._solver_options(request))
         as_sent = req_in.model_dump(mode="json")
         return {
             name: [

@@ -171,6 +171,7 @@ class PlacementRequest:
     objective: Objective = Objective()
     dry_run: bool = False
     time_limit_s: float | None = None  # None: the service's default budget for the request's size
+    reproducible: bool = False  # solved on work limits, not the clock (SolverOptions.work_limits)
     # stability: the running placement, what moving a replica off its pool costs, a cap on moves
     current: tuple[tuple[str, str, int], ...] = ()  # (workload, pool, replicas)
     migration_cost_per_replica: float = 0.0  # USD, one-off, amortised over horizon_hours

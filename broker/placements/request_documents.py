@@ -244,6 +244,15 @@ class PlacementRequestIn(Strict):
         "capped at BROKER_SYNC_TIME_LIMIT_S for a synchronous answer, BROKER_ASYNC_TIME_LIMIT_S for a job)",
         exclude_if=lambda v: v is None,
     )
+    # the same placement for the same request on any machine (docs/solver.md, "Work limits");
+    # left out of the stored request when off
+    reproducible: Flag = Field(
+        False,
+        description="extension: the solve ends on work limits (column-generation rounds, branch-and-bound "
+        "nodes, neighbourhoods), not on the clock, so the same request gets the same placement on any machine "
+        "and load while time_limit_s is not reached first (the answer then warns)",
+        exclude_if=lambda v: not v,
+    )
     # stability (docs/solver.md): re-plan moving only what pays off
     current: list[CurrentIn] = Field(default_factory=list)
     migration_cost_per_replica: Num = Field(0.0, ge=0, le=1_000_000)
@@ -267,6 +276,7 @@ class PlacementRequestIn(Strict):
             objective=Objective(self.objective.cost, self.objective.latency, self.objective.carbon),
             dry_run=self.dry_run,
             time_limit_s=self.time_limit_s,
+            reproducible=self.reproducible,
             current=tuple((c.workload, c.pool, c.replicas) for c in self.current),
             migration_cost_per_replica=self.migration_cost_per_replica,
             max_moves=self.max_moves,

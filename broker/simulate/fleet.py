@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from broker.core.domain import CapacityType
 from broker.errors import InvalidRequest
 from broker.placements.request_documents import Name, UserRegionIn, WorkloadIn
+from broker.solver.options import WorkLimits
 
 STEP_S = 300  # the simulation's step: usage traces are 5-minute samples
 STEPS_PER_DAY = 86_400 // STEP_S
@@ -131,10 +132,10 @@ class CheapestFitIn(Strict):
 class WorkLimitsIn(Strict):
     """The broker's solves end on work, not on the clock (broker.solver.WorkLimits)."""
 
-    cg_rounds: int = Field(12, ge=1, le=1_000)
-    mip_nodes: int = Field(100, ge=1, le=1_000_000)
-    lns_turns: int = Field(8, ge=0, le=1_000)
-    packing_s: float = Field(0.2, ge=0, le=60)
+    cg_rounds: int = Field(WorkLimits.cg_rounds, ge=1, le=1_000)
+    mip_nodes: int = Field(WorkLimits.mip_nodes, ge=1, le=1_000_000)
+    lns_turns: int = Field(WorkLimits.lns_turns, ge=0, le=1_000)
+    packing_s: float = Field(WorkLimits.packing_s, ge=0, le=60)
 
 
 class BrokerPolicyIn(Strict):

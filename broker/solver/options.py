@@ -52,9 +52,9 @@ class WorkLimits:
     `packing_s` of its deterministic time. The time limit then only guards against a runaway:
     an answer it cut short depends on the clock again, and says so in a warning."""
 
-    cg_rounds: int = 20
-    mip_nodes: int = 500
-    lns_turns: int = 12
+    cg_rounds: int = 12
+    mip_nodes: int = 100
+    lns_turns: int = 8
     packing_s: float = 0.2
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from broker.placements.store import PlacementStore
+
 from .service_support import open_broker, service_client, small_request
 
 
@@ -57,3 +59,30 @@ def test_jobs_get_the_async_cap(db_url: str) -> None:
         capped = _job(c, c.post("/v1/placements", json=small_request("job-500", time_limit_s=500, **{"async": True})))
         assert capped["result"]["time_limit_s"] == 100.0
         assert any("asynchronous placements get at most 100 s" in w for w in capped["result"]["warnings"])
+
+
+def test_a_reproducible_request_is_solved_on_work_limits_and_stored_so(db_url: str, monkeypatch: Any) -> None:
+    import broker.app as app_module
+
+    seen: list[Any] = []
+    real = app_module.solve
+
+    def recording(problem: Any, **kw: Any) -> Any:
+        seen.append(kw["options"].work_limits)
+        return real(problem, **kw)
+
+    monkeypatch.setattr(app_module, "solve", recording)
+    broker = open_broker(db_url)
+    with service_client(broker) as c:
+        first = c.post("/v1/placements", json=small_request("repro", reproducible=True))
+        assert first.status_code == 201, first.text
+        again = c.post("/v1/placements", json=small_request("repro", reproducible=True, dry_run=True)).json()
+        plain = c.post("/v1/placements", json=small_request("clock", dry_run=True)).json()
+        stored = PlacementStore(broker.sessions).get(first.json()["id"], tenant="default")
+        bad = c.post("/v1/placements", json=small_request("bad", reproducible="sometimes"))
+    assert seen[0] is not None and seen[1] is not None and seen[2] is None  # the clock's shares
+    assert [a["pool"] for a in again["assignments"]] == [a["pool"] for a in first.json()["assignments"]]
+    assert stored.request["reproducible"] is True  # a re-plan of it is reproducible too
+    assert plain["cost_per_hour"] == again["cost_per_hour"]
+    assert bad.status_code == 422
+    assert ["body", "reproducible"] in [e["loc"] for e in bad.json()["errors"]]
