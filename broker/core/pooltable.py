@@ -226,11 +226,13 @@ def _dominators(
     members = np.arange(n) if among is None else np.flatnonzero(among)
     if len(members) < 2:
         return out
-    gpu_code = np.unique(gpu_model[members].astype(str), return_inverse=True)[1]
-    key = np.stack([site_idx[members], cap_idx[members], arch_idx[members], gpu_code.ravel()])
-    groups = np.unique(key, axis=1, return_inverse=True)[1].ravel()
-    order = np.argsort(groups, kind="stable")
-    cuts = np.flatnonzero(np.diff(groups[order])) + 1
+    gpu_code = np.unique(gpu_model[members].astype(str), return_inverse=True)[1].ravel()
+    # one integer per (site, capacity type, architecture, GPU model)
+    group = site_idx[members].astype(np.int64)
+    for code in (cap_idx[members], arch_idx[members], gpu_code):
+        group = group * (int(code.max()) + 1) + code
+    order = np.argsort(group, kind="stable")
+    cuts = np.flatnonzero(np.diff(group[order])) + 1
     for part in np.split(order, cuts):
         if len(part) < 2:
             continue
