@@ -86,7 +86,7 @@ def improve(
     With `free`, the other classes keep their replicas. True when the MIP was solved. A runner's
     grace comes out of `seconds`, and the MIP ends by `until` (model building included)."""
     mi, lay, uni, opts = st.mi, st.lay, st.uni, st.opts
-    if opts.work_limits is not None:  # the MIP ends by its nodes, the time only guards
+    if opts.work_limits is not None:  # every improving MIP ends by its nodes: the time only guards
         seconds = st.left()
     if min(seconds, until - time.perf_counter()) < opts.improve_min_s:
         st.out_of_time = True

@@ -46,7 +46,7 @@ def rens_and_second(st: SearchState) -> None:
     if not len(st.lp_support):
         return
     small = uni.size <= opts.neighbourhood_max_cols
-    improve(st, st.lp_support, st.seconds(opts.rens_share if small else opts.rens_share_big))
+    improve(st, st.lp_support, (opts.rens_share if small else opts.rens_share_big) * st.left())
     if not st.gap_open():
         return
     x = st.incumbent
@@ -66,7 +66,7 @@ def rens_and_second(st: SearchState) -> None:
         )
     second = np.union1d(st.lp_support, best)
     if len(second) <= opts.final_mip_max_cols:
-        improve(st, second, st.seconds(opts.second_share if small else opts.second_share_big))
+        improve(st, second, (opts.second_share if small else opts.second_share_big) * st.left())
 
 
 def large_neighbourhoods(st: SearchState) -> None:
