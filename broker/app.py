@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,16 +21,15 @@ from broker.catalog.latency_measurements import MeasurementStore
 from broker.catalog.store import Catalog, CatalogCache, default_cache_dir
 from broker.core.domain import PlacementRequest
 from broker.core.latency import check_quantile
-from broker.core.latency_measured import Measurement, apply_measurements
+from broker.core.latency_measured import apply_measurements
 from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, TradeOff
-from broker.core.pooltable import PoolTable
 from broker.db.session import make_engine, migrate, session_factory, transaction
 from broker.errors import InvalidRequest
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
 from broker.placements.request_documents import PlacementRequestIn
-from broker.placements.rightsizing import apply_demand
+from broker.placements.rightsizing import Rightsizing, apply_demand
 from broker.placements.store import PlacementStore
 from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget
 from broker.settings import Settings
@@ -123,28 +122,11 @@ class Broker:
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
         time_limit = self.time_budget(req_in, synchronous=synchronous)
         solve_s = time_limit.seconds if time_limit_s is None else max(0.0, min(time_limit.seconds, time_limit_s))
-        sized_in, rightsizing = apply_demand(UsageStore(self.sessions), req_in, tenant=tenant)
-        request = sized_in.to_domain()
         cat = self.catalog()
-        self._check_references(req_in, cat)
-        # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
-        # placement in force, is priced on them
-        running = {*(current or {}), *(pool for _w, pool, _r in request.current)}
-        table = cat.table_for(request, self.settings.node_overhead(), keep=running)
-        if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
-            table = fairshare.capped_table(
-                table,
-                tenant=tenant,
-                weights=self.settings.fair_share_weights,
-                others=fairshare.used_by_others(self.sessions, tenant),
-            )
-        if exclude_sites:
-            gone = [table.site_index[x] for x in exclude_sites if x in table.site_index]
-            table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
-        measured = MeasurementStore(self.sessions).for_tenant(tenant)
-        problem = self._problem(request, cat, table=table, current=current, measured=measured)
-        if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
-            problem = replace(problem, declared=rightsizing.declared.to_domain())
+        request, problem, rightsizing = self._tenant_problem(
+            req_in, cat, tenant=tenant, exclude_sites=exclude_sites, current=current
+        )
+        table = problem.table
         result = solve(problem, time_limit_s=solve_s, options=self._solver_options(request))
         if (capped := time_limit.warning(TimeCaps.of(self.settings).async_s)) is not None:
             result = replace(result, warnings=(*result.warnings, capped))
@@ -198,10 +180,8 @@ class Broker:
         from broker.solver.pareto import pareto_fronts
 
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
-        request = req_in.to_domain()
         cat = self.catalog()
-        self._check_references(req_in, cat)
-        problem = self._problem(request, cat)
+        request, problem, _ = self._tenant_problem(req_in, cat, tenant=tenant)
         # a front is many solves in one synchronous answer: four budgets, within the sync cap
         limit = min(self.time_budget(req_in, synchronous=True).seconds * 4, TimeCaps.of(self.settings).sync_s)
         fronts = pareto_fronts(problem, time_limit_s=limit, options=self._solver_options(request))
@@ -232,30 +212,53 @@ class Broker:
         caps = TimeCaps.of(self.settings)
         return time_budget(req.time_limit_s, len(req.workloads), caps, synchronous=synchronous)
 
-    def _problem(
+    def _tenant_problem(
         self,
-        request: PlacementRequest,
+        req_in: PlacementRequestIn,
         cat: Catalog,
         *,
-        table: PoolTable | None = None,
+        tenant: str,
+        exclude_sites: Collection[str] = (),
         current: Mapping[str, Mapping[str, int]] | None = None,
-        measured: Sequence[Measurement] = (),
-    ) -> PlacementProblem:
-        """The solver's input for a request over one catalog snapshot; `measured` (the tenant's
-        own RTT measurements) wins over the catalog's figures for the paths it covers."""
+    ) -> tuple[PlacementRequest, PlacementProblem, Rightsizing | None]:
+        """What `tenant` asks the solver, as every solve of a request sees it (a placement, a
+        re-plan, a Pareto front): workloads sized from the tenant's usage where they ask for it,
+        the pools they may use with owned capacity cut to the tenant's fair share, and the
+        tenant's own RTT measurements (they win over the catalog's figures for the paths they
+        cover)."""
+        sized_in, rightsizing = apply_demand(UsageStore(self.sessions), req_in, tenant=tenant)
+        request = sized_in.to_domain()
+        self._check_references(req_in, cat)
+        # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
+        # placement in force, is priced on them
+        running = {*(current or {}), *(pool for _w, pool, _r in request.current)}
+        table = cat.table_for(request, self.settings.node_overhead(), keep=running)
+        if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
+            table = fairshare.capped_table(
+                table,
+                tenant=tenant,
+                weights=self.settings.fair_share_weights,
+                others=fairshare.used_by_others(self.sessions, tenant),
+            )
+        if exclude_sites:
+            gone = [table.site_index[x] for x in exclude_sites if x in table.site_index]
+            table = replace(table, max_nodes=np.where(np.isin(table.site_idx, gone), 0.0, table.max_nodes))
         quantile = check_quantile(request.latency_quantile)
         user_rtt = cat.user_rtt(request.user_regions, quantile)
-        if measured:
+        if measured := MeasurementStore(self.sessions).for_tenant(tenant):
             user_rtt = apply_measurements(user_rtt, request.user_regions, measured, cat.table.site_index, quantile)
-        return PlacementProblem(
+        problem = PlacementProblem(
             request=request,
-            table=cat.table_for(request, self.settings.node_overhead()) if table is None else table,
+            table=table,
             user_rtt=user_rtt,
             egress_usd_per_gb=cat.egress,
             internet_egress_usd_per_gb=cat.internet_egress,
             storage_usd_per_gb_month=cat.storage,
             current=current or {},
         )
+        if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
+            problem = replace(problem, declared=rightsizing.declared.to_domain())
+        return request, problem, rightsizing
 
     def _price_snapshot(self, cat: Catalog, pool_ids: list[str]) -> PriceSnapshot:
         from broker.catalog.prices import price_snapshot

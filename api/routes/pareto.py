@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
-from api.deps import get_broker
+from api.deps import get_broker, get_tenant
 from broker.app import Broker
 from broker.core.placement import TradeOff
 from broker.placements.documents import PlacementOut
@@ -44,9 +44,16 @@ class ParetoOut(BaseModel):
     response_model=ParetoOut,
     responses={422: {"description": "invalid or infeasible request", "content": {"application/problem+json": {}}}},
 )
-def pareto(body: PlacementRequestIn, broker: Annotated[Broker, Depends(get_broker)]) -> ParetoOut:
-    """Each front lists non-dominated placements, cheapest first; nothing is stored."""
-    fronts = broker.pareto(body)
+def pareto(
+    body: PlacementRequestIn,
+    broker: Annotated[Broker, Depends(get_broker)],
+    tenant: Annotated[str, Depends(get_tenant)],
+) -> ParetoOut:
+    """Each front lists non-dominated placements, cheapest first; nothing is stored. The request
+    is solved as `POST /v1/placements` solves it for the caller's tenant: workloads sized from the
+    tenant's usage where they ask for it, owned capacity cut to the tenant's fair share, and the
+    tenant's own RTT measurements."""
+    fronts = broker.pareto(body, tenant=tenant)
     return ParetoOut(
         cost_latency=[ParetoPointOut.from_domain(t) for t in fronts["cost_latency"]],
         cost_carbon=[ParetoPointOut.from_domain(t) for t in fronts["cost_carbon"]],

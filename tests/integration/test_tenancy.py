@@ -199,5 +199,11 @@ def test_other_tenants_use_is_unavailable_without_weights(db_url: str) -> None:
         assert c.post("/v1/placements", json=_edge_request("three", 3), headers=a).status_code == 201
         assert c.post("/v1/placements", json=_edge_request("two", 2), headers=beta).status_code == 422
         assert c.post("/v1/placements", json=_edge_request("one", 1), headers=beta).status_code == 201
+        # a Pareto front offers only what the tenant may use, as a placement does: alpha holds 3 nodes
+        assert c.post("/v1/placements/pareto", json=_edge_request("front", 2), headers=beta).status_code == 422
+        front = c.post("/v1/placements/pareto", json=_edge_request("front", 1), headers=beta)
+        assert front.status_code == 200, front.text
+        cheapest = front.json()["cost_latency"][0]["placement"]
+        assert {n["pool"]: n["count"] for n in cheapest["nodes"]} == {EDGE_POOL: 1}
         # alpha re-placing its own name does not count its old placement against itself
         assert c.post("/v1/placements", json=_edge_request("three", 3), headers=a).status_code == 201

@@ -353,6 +353,35 @@ def latency_measurements_get(w: World, h: dict[str, str]) -> None:
     assert [m["rtt_ms"] for m in _ok(w.c.get("/v1/latency/measurements", headers=w.a))["items"]] == [ALPHA_RTT]
 
 
+# one replica pinned to aws:us-east-1, its users at aws:us-west-2: a point's latency is that path's RTT
+PARETO_REQUEST: dict[str, Any] = {
+    "name": "a-front",
+    "user_regions": [{"name": "west", "site": LATENCY_PATH["to"]}],
+    "workloads": [
+        {
+            "name": "api",
+            "replicas": 1,
+            "cpu": 1,
+            "memory_gib": 2,
+            "providers": ["aws"],
+            "requirements": [{"key": "topology.kubernetes.io/region", "operator": "In", "values": ["us-east-1"]}],
+        }
+    ],
+    "time_limit_s": 5,
+}
+
+
+def pareto_post(w: World, h: dict[str, str]) -> None:
+    """A front is solved for the caller: alpha's own RTT measurement prices alpha's points only."""
+
+    def latencies(headers: dict[str, str]) -> set[float]:
+        doc = _ok(w.c.post("/v1/placements/pareto", json=PARETO_REQUEST, headers=headers))
+        return {p["latency_ms"] for p in doc["cost_latency"]}
+
+    assert latencies(w.a) == {ALPHA_RTT}
+    assert ALPHA_RTT not in latencies(h)
+
+
 def savings_get(w: World, h: dict[str, str]) -> None:
     q = {"group_by": "tenant"}
     assert "alpha" not in {g["key"] for g in _ok(w.c.get("/v1/savings", params=q, headers=h))["groups"]}
@@ -400,6 +429,7 @@ ISOLATION: dict[tuple[str, str], Probe] = {
     ("GET", "/v1/placements"): placements_list,
     ("GET", "/v1/placements/{placement_id}"): placements_get,
     ("POST", "/v1/placements"): placements_post,
+    ("POST", "/v1/placements/pareto"): pareto_post,
     ("GET", "/v1/jobs"): jobs_list,
     ("GET", "/v1/jobs/{job_id}"): jobs_get,
     ("GET", "/v1/budgets"): budgets_get,
@@ -449,7 +479,6 @@ SHARED: dict[tuple[str, str], str] = {
     ("GET", "/v1/pricing/discounts"): "catalog discount rules",
     ("POST", "/v1/pricing/discounts"): "catalog discount rules (admin)",
     ("POST", "/v1/pricing/commitments"): "catalog capacity (admin)",
-    ("POST", "/v1/placements/pareto"): "reads only the request and the catalog; stores nothing",
     ("GET", "/v1/forecast/models"): "model versions and hold-out metrics, no series names or samples",
     ("GET", "/v1/integrations/karpenter/nodeoverlays"): "catalog discount rules and commitments as Karpenter objects",
 }
