@@ -77,13 +77,13 @@ def get_forecast(
     metric: str = "cpu",
     horizon: Annotated[int, Query(ge=1, le=4032)] = 288,
 ) -> dict[str, Any]:
-    """p50/p95 for the next `horizon` 5-minute steps from the newest model's selected forecaster
-    (baseline without one)."""
+    """p50/p95 for the next `horizon` 5-minute steps from the tenant's newest model's selected
+    forecaster (baseline without one)."""
     store = UsageStore(broker.sessions)
     panel = store.history([name], metric, tenant=tenant)
     if panel is None:
         raise NotFound(f"no {metric!r} usage stored for {name!r}")
-    version, forecasts = store.forecast(panel, metric=metric, horizon=horizon)
+    version, forecasts = store.forecast(panel, metric=metric, horizon=horizon, tenant=tenant)
     f = forecasts[0]
     start = panel.starts[0] + len(panel.values[0]) * panel.step_s
     return {
@@ -103,6 +103,8 @@ def get_forecast(
 
 
 @router.get("/forecast/models")
-def list_models(broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
-    """Trained model versions, newest first, with their hold-out metrics."""
-    return {"items": UsageStore(broker.sessions).list_models()}
+def list_models(
+    broker: Annotated[Broker, Depends(get_broker)], tenant: Annotated[str, Depends(get_tenant)]
+) -> dict[str, Any]:
+    """The caller's tenant's trained model versions, newest first, with their hold-out metrics."""
+    return {"items": UsageStore(broker.sessions).list_models(tenant=tenant)}

@@ -137,8 +137,11 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str, typer.Option(help="cpu or memory_gib")] = "cpu",
         horizon: Annotated[int, typer.Option(help="steps ahead (5 min each)")] = 288,
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
+        tenant: Annotated[str, typer.Option(help="whose usage it learns from and forecasts")] = "default",
     ) -> None:
-        """Train a new model version on all stored usage of a metric (scored on a hold-out first)."""
+        """Train a new model version on a tenant's stored usage of a metric (scored on a hold-out
+        first). It forecasts for that tenant only."""
+        from broker.access.keys import check_tenant
         from broker.forecast.model import TrainParams
         from broker.usage.service import UsageStore
 
@@ -150,6 +153,7 @@ def register(app: typer.Typer) -> None:
                     metric=metric,
                     horizon=horizon,
                     params=TrainParams(rounds=rounds),
+                    tenant=check_tenant(tenant),
                     progress=lambda m: status.update(m),
                 )
         except BrokerError as exc:
@@ -158,12 +162,21 @@ def register(app: typer.Typer) -> None:
         out.print(_scores_table(f"model v{summary['version']} ({metric})", summary["metrics"]))
 
     @fc_app.command("models")
-    def models_cmd(ctx: typer.Context) -> None:
-        """List stored model versions with their hold-out metrics."""
+    def models_cmd(
+        ctx: typer.Context,
+        tenant: Annotated[str, typer.Option(help="whose models")] = "default",
+    ) -> None:
+        """List a tenant's stored model versions with their hold-out metrics."""
+        from broker.access.keys import check_tenant
         from broker.usage.service import UsageStore
 
         t = Table("version", "created", "metric", "series", "rows", "MAE", "MAE / seasonal-naive", "p95 cov %")
-        for m in UsageStore(edge(ctx).broker().sessions).list_models():
+        try:
+            models = UsageStore(edge(ctx).broker().sessions).list_models(tenant=check_tenant(tenant))
+        except InvalidRequest as exc:
+            Console(stderr=True).print(f"[red]{exc.title}: {exc.detail}[/red]")
+            raise typer.Exit(EXIT_INVALID) from exc
+        for m in models:
             x, sn = m["metrics"].get("xgboost", {}), m["metrics"].get("seasonal_naive", {})
             ratio = x.get("mae", 0) / sn["mae"] if sn.get("mae") else float("nan")
             t.add_row(

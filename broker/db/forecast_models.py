@@ -37,6 +37,8 @@ class ForecastModelRow(Base):
 
     __tablename__ = "forecast_models"
     version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # whose usage it learned from: it forecasts for that tenant only (migration 0021)
+    tenant: Mapped[str] = mapped_column(String(80), default="default", server_default="default", index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     metric: Mapped[str] = mapped_column(String(40))
     horizon: Mapped[int] = mapped_column(Integer)

@@ -112,7 +112,7 @@ def apply_demand(
                 continue
             if panel is None:
                 continue
-            version, forecasts = store.forecast(panel, metric=metric, horizon=horizon)
+            version, forecasts = store.forecast(panel, metric=metric, horizon=horizon, tenant=tenant)
             f = forecasts[0]
             declared = float(w.cpu if metric == "cpu" else w.memory_gib)
             sized = size(

@@ -84,7 +84,9 @@ def day_ahead(
     frame = pd.DataFrame({"series_id": "total", "ts": np.asarray(slots, np.int64), "value": np.asarray(values)})
     panel = regularize(frame, step_s=STEP_S)
     first = panel.starts[0] + len(panel.values[0]) * STEP_S  # the slot after the history: step 1
-    version, (forecast,) = store.forecast(panel, metric=metric, horizon=math.ceil((day_end - first) / STEP_S))
+    # every tenant's total (tenant None) is forecast by the operator's model, the default tenant's
+    horizon = math.ceil((day_end - first) / STEP_S)
+    version, (forecast,) = store.forecast(panel, metric=metric, horizon=horizon, tenant=tenant or "default")
     ts = first + STEP_S * np.arange(len(forecast.p50))
     inside = (ts >= day_start) & (ts < day_end)
     buckets = ts[inside] // bucket_s * bucket_s

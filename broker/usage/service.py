@@ -226,7 +226,12 @@ class UsageStore:
             raise invalid(exc) from exc
         metrics = {name: vars(sc) for name, sc in ev.scores.items()}
         return self.save_model(
-            fitted.model, metric=metric, n_series=len(panel), metrics=metrics, selection=fitted.describe()
+            fitted.model,
+            metric=metric,
+            n_series=len(panel),
+            metrics=metrics,
+            selection=fitted.describe(),
+            tenant=tenant,
         )
 
     def save_model(
@@ -237,9 +242,12 @@ class UsageStore:
         n_series: int,
         metrics: dict[str, Any],
         selection: dict[str, Any] | None = None,
+        tenant: str = "default",
     ) -> dict[str, Any]:
+        """Store a model trained on `tenant`'s usage: it forecasts for that tenant only."""
         with transaction(self.sessions) as s:
             row = ForecastModelRow(
+                tenant=tenant,
                 metric=metric,
                 horizon=model.horizon,
                 step_s=model.step_s,
@@ -253,18 +261,20 @@ class UsageStore:
             s.flush()
             return _model_summary(row)
 
-    def list_models(self) -> list[dict[str, Any]]:
+    def list_models(self, *, tenant: str = "default") -> list[dict[str, Any]]:
+        """The tenant's model versions, newest first."""
         with self.sessions() as s:
-            rows = s.scalars(select(ForecastModelRow).order_by(ForecastModelRow.version.desc()))
+            rows = s.scalars(
+                select(ForecastModelRow)
+                .where(ForecastModelRow.tenant == tenant)
+                .order_by(ForecastModelRow.version.desc())
+            )
             return [_model_summary(r) for r in rows]
 
-    def latest_model(self, metric: str) -> tuple[int, ForecastModel] | None:
-        found = self.latest_selected(metric)
-        return (found[0], found[1].model) if found else None
-
-    def latest_selected(self, metric: str) -> tuple[int, SelectedForecaster] | None:
-        """The newest model of the metric with the selection stored beside it (none for models
-        stored before selection existed: they serve as the model alone, docs/forecast.md)."""
+    def latest_selected(self, metric: str, *, tenant: str = "default") -> tuple[int, SelectedForecaster] | None:
+        """The tenant's newest model of the metric with the selection stored beside it (none for
+        models stored before selection existed: they serve as the model alone, docs/forecast.md).
+        Another tenant's model is never used: it learned from that tenant's usage."""
         import json
 
         from broker.forecast.select import SelectedForecaster
@@ -272,7 +282,7 @@ class UsageStore:
         with self.sessions() as s:
             row = s.scalars(
                 select(ForecastModelRow)
-                .where(ForecastModelRow.metric == metric)
+                .where(ForecastModelRow.tenant == tenant, ForecastModelRow.metric == metric)
                 .order_by(ForecastModelRow.version.desc())
                 .limit(1)
             ).first()
@@ -281,10 +291,12 @@ class UsageStore:
             model = _load_model(row.version, bytes(row.booster), json.dumps(row.description))
             return row.version, SelectedForecaster.from_description(model, row.description.get("selection"))
 
-    def forecast(self, panel: Panel, *, metric: str, horizon: int) -> tuple[int | None, list[Forecast]]:
-        """Forecasts of the selected forecaster of the newest model of the metric; without a model,
-        the documented baseline."""
-        found = self.latest_selected(metric)
+    def forecast(
+        self, panel: Panel, *, metric: str, horizon: int, tenant: str = "default"
+    ) -> tuple[int | None, list[Forecast]]:
+        """Forecasts of the selected forecaster of the tenant's newest model of the metric; without
+        one, the documented baseline."""
+        found = self.latest_selected(metric, tenant=tenant)
         if found is None or found[1].model.step_s != panel.step_s:
             return None, [_fallback(panel, i, horizon) for i in range(len(panel))]
         version, selected = found
@@ -318,6 +330,7 @@ def _by_metric(raw: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def _model_summary(row: ForecastModelRow) -> dict[str, Any]:
     return {
         "version": row.version,
+        "tenant": row.tenant,
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "metric": row.metric,
         "horizon": row.horizon,

@@ -31,6 +31,8 @@ from httpx import Response
 
 from api.deps import get_principal, get_tenant
 from broker.app import Broker
+from broker.forecast.model import TrainParams
+from broker.usage.service import UsageStore
 from tests.integration.conftest import BACKENDS, fresh_database
 from tests.integration.dispatch_support import committed_docs, new_remote
 from tests.integration.service_support import key, open_broker, service_client, small_request
@@ -39,6 +41,7 @@ PROBLEM = "application/problem+json"
 LATENCY_PATH = {"from": "aws:us-east-1", "to": "aws:us-west-2"}
 ALPHA_RTT = 55.5  # alpha's own measurement of LATENCY_PATH (the catalog says ~69 ms)
 SERIES = "alpha-web"
+SAMPLES = 3 * 288  # three days of 5-minute samples: a model trains on more than a day
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
@@ -120,8 +123,10 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             assert dispatched.status_code == 200 and dispatched.json()["state"] == "applied", dispatched.text
             replan = c.post(f"/v1/placements/{pid}/replan", json={}, headers=a)
             assert replan.status_code == 200, replan.text
-            samples = [{"timestamp": T0 + 300 * i, "value": 1.0 + (i % 12) / 10} for i in range(288)]
+            samples = [{"timestamp": T0 + 300 * i, "value": 1.0 + (i % 12) / 10} for i in range(SAMPLES)]
             assert c.post(f"/v1/workloads/{SERIES}/usage", json={"samples": samples}, headers=a).status_code == 201
+            # alpha's own forecast model (`broker forecast train --tenant alpha`)
+            UsageStore(b.sessions).train(horizon=12, params=TrainParams(rounds=5), tenant="alpha")
             measured = {"measurements": [{**LATENCY_PATH, "rtt_ms": ALPHA_RTT, "source": "alpha-probe"}]}
             assert c.post("/v1/latency/measurements", json=measured, headers=a).status_code == 201
             sim = c.post("/v1/simulations", json=SIMULATION, headers=a)
@@ -322,7 +327,7 @@ def usage_get(w: World, h: dict[str, str]) -> None:
     # 404, or (after usage_post ran for this tenant) only this tenant's own 10 samples
     if other.status_code != 404:
         assert _ok(other)["metrics"]["cpu"]["samples"] == 10
-    assert _ok(w.c.get(f"/v1/workloads/{SERIES}/usage", headers=w.a))["metrics"]["cpu"]["samples"] == 288
+    assert _ok(w.c.get(f"/v1/workloads/{SERIES}/usage", headers=w.a))["metrics"]["cpu"]["samples"] == SAMPLES
 
 
 def forecast_get(w: World, h: dict[str, str]) -> None:
@@ -330,8 +335,22 @@ def forecast_get(w: World, h: dict[str, str]) -> None:
     other = w.c.get(f"/v1/workloads/{SERIES}/forecast", params=q, headers=h)
     if other.status_code != 404:  # forecast from this tenant's own 10 samples of 50 cores
         assert min(_ok(other)["p50"]) > 10
+        assert _ok(other)["model_version"] is None  # alpha's model forecasts for alpha only
     mine = _ok(w.c.get(f"/v1/workloads/{SERIES}/forecast", params=q, headers=w.a))
     assert len(mine["p50"]) == 12 and max(mine["p95"]) < 10
+    assert mine["model_version"] == _alpha_model(w)["version"]
+
+
+def _alpha_model(w: World) -> dict[str, Any]:
+    (model,) = _ok(w.c.get("/v1/forecast/models", headers=w.a))["items"]
+    assert model["tenant"] == "alpha"
+    return model
+
+
+def forecast_models_get(w: World, h: dict[str, str]) -> None:
+    """A model learned from alpha's usage: its version and hold-out metrics are alpha's to see."""
+    version = _alpha_model(w)["version"]
+    assert version not in {m["version"] for m in _ok(w.c.get("/v1/forecast/models", headers=h))["items"]}
 
 
 def latency_get(w: World, h: dict[str, str]) -> None:
@@ -452,6 +471,7 @@ ISOLATION: dict[tuple[str, str], Probe] = {
     ("POST", "/v1/workloads/{name}/usage"): usage_post,
     ("GET", "/v1/workloads/{name}/usage"): usage_get,
     ("GET", "/v1/workloads/{name}/forecast"): forecast_get,
+    ("GET", "/v1/forecast/models"): forecast_models_get,
     ("GET", "/v1/latency"): latency_get,
     ("POST", "/v1/latency/measurements"): latency_measurements_post,
     ("GET", "/v1/latency/measurements"): latency_measurements_get,
@@ -479,7 +499,6 @@ SHARED: dict[tuple[str, str], str] = {
     ("GET", "/v1/pricing/discounts"): "catalog discount rules",
     ("POST", "/v1/pricing/discounts"): "catalog discount rules (admin)",
     ("POST", "/v1/pricing/commitments"): "catalog capacity (admin)",
-    ("GET", "/v1/forecast/models"): "model versions and hold-out metrics, no series names or samples",
     ("GET", "/v1/integrations/karpenter/nodeoverlays"): "catalog discount rules and commitments as Karpenter objects",
 }
 

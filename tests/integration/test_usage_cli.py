@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from broker.app import Broker
+from broker.cli.exit_codes import EXIT_INVALID
 from broker.cli.main import app
 from broker.db.forecast_models import UsageSampleRow
 from broker.settings import Settings
@@ -201,3 +202,11 @@ def test_train_stores_a_versioned_model(env: str) -> None:
     listing = runner.invoke(app, ["forecast", "models"])
     assert listing.exit_code == 0
     assert "│ 2 " in listing.stdout and "│ 1 " in listing.stdout
+    # a model is its tenant's: alpha has none, and no usage to learn from
+    alpha = runner.invoke(app, ["forecast", "models", "--tenant", "alpha"])
+    assert alpha.exit_code == 0 and "│ 1 " not in alpha.stdout
+    nothing = runner.invoke(app, ["forecast", "train", "--tenant", "alpha", "--horizon", "48", "--rounds", "8"])
+    assert nothing.exit_code == 1 and "no usage stored" in nothing.output
+    for cmd in (["forecast", "models"], ["forecast", "train"]):
+        bad = runner.invoke(app, [*cmd, "--tenant", "Not A Tenant"])
+        assert bad.exit_code == EXIT_INVALID and "invalid tenant name" in bad.output, bad.output

@@ -144,8 +144,9 @@ def share_columns(
         # nodes cheaper than the LP's prices, and lowered the floors)
         split = np.where(np.isnan(duals.slack), mi.node_cost, duals.slack)
         gpu_price = np.zeros(mi.n_pools)
-    cpu_price = split / mi.vcpus
-    mem_price = split / mi.mem
+    # a pool whose overhead leaves no allocatable cpu or memory sells none: an infinite price
+    cpu_price = np.divide(split, mi.vcpus, out=np.full(mi.n_pools, np.inf), where=mi.vcpus > 0)
+    mem_price = np.divide(split, mi.mem, out=np.full(mi.n_pools, np.inf), where=mi.mem > 0)
     kept: list[Index] = []
     seg_start: list[IntArray] = []
     seg_key: list[IntArray] = []
