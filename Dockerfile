@@ -4,13 +4,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 # git: GitOps dispatch clones, commits and pushes tenants' repositories
 RUN apt-get update && apt-get install -y --no-install-recommends curl git && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY api ./api
 COPY broker ./broker
 COPY providers ./providers
 COPY pricing ./pricing
 COPY migrations ./migrations
-RUN pip install '.[postgres]' && useradd --system --uid 10001 broker && mkdir -p /data && chown broker /data
+RUN pip install -c constraints.txt '.[postgres]' && useradd --system --uid 10001 broker && mkdir -p /data && chown broker /data
 USER broker
 ENV BROKER_AUTH=required BROKER_CATALOG_CACHE_DIR=/data/catalog-cache BROKER_DATA_DIR=/data PROMETHEUS_MULTIPROC_DIR=/tmp/prom
 EXPOSE 8080
