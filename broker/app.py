@@ -23,7 +23,7 @@ from broker.core.domain import PlacementRequest
 from broker.core.latency import check_quantile
 from broker.core.latency_measured import apply_measurements
 from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, TradeOff
-from broker.db.session import make_engine, migrate, session_factory, transaction
+from broker.db.session import make_engine, migrate, preparing, session_factory, transaction
 from broker.errors import InvalidRequest
 from broker.observability import observe_placement
 from broker.placements import fairshare
@@ -76,16 +76,17 @@ class Broker:
     def open(cls, settings: Settings, *, prepare: bool = True) -> Broker:
         prepare_process()
         url = settings.resolved_database_url()
-        if prepare:
-            migrate(url)
         engine = make_engine(url)
         factory = session_factory(engine)
         cache_dir = None
         if settings.catalog_cache_dir != "off":
             cache_dir = Path(settings.catalog_cache_dir) if settings.catalog_cache_dir else default_cache_dir()
         broker = cls(settings, engine, factory, CatalogCache(factory, cache_dir))
-        if prepare and catalog_mod.is_empty(factory):
-            catalog_mod.load_snapshot(factory)
+        if prepare:
+            with preparing(url):  # one process at a time migrates and loads a fresh database
+                migrate(url)
+                if catalog_mod.is_empty(factory):
+                    catalog_mod.load_snapshot(factory)
         return broker
 
     def catalog(self) -> Catalog:

@@ -8,10 +8,13 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+# the PostgreSQL advisory lock key of `preparing` (any fixed 64-bit number the broker alone uses)
+PREPARE_LOCK_KEY = 0x62726F6B6572  # "broker"
 
 
 def make_engine(url: str, *, connect_timeout_s: int = 10) -> Engine:
@@ -42,6 +45,42 @@ def alembic_config(url: str) -> Config:
 
 def migrate(url: str, revision: str = "heads") -> None:
     command.upgrade(alembic_config(url), revision)
+
+
+@contextmanager
+def preparing(url: str) -> Iterator[None]:
+    """Held while a process migrates the database and loads the catalog into it. Processes that
+    start on one fresh database at once (a server and a CLI command, the API's replicas) take
+    turns: without it, each creates the same tables and the later ones fail ("table ... already
+    exists"). PostgreSQL: a session-level advisory lock; SQLite: an OS lock on a file beside the
+    database; an in-memory or other database: none."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": PREPARE_LOCK_KEY})
+                try:
+                    yield
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": PREPARE_LOCK_KEY})
+        finally:
+            engine.dispose()
+        return
+    database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    import fcntl
+
+    lock_path = Path(database).with_name(Path(database).name + ".prepare-lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def downgrade(url: str, revision: str) -> None:
