@@ -14,10 +14,9 @@ from rich.console import Console
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
+from broker.cli.kube import kube_api
 
 if TYPE_CHECKING:
-    from kubernetes import client
-
     from broker.app import Broker
     from broker.core.domain import Site
     from broker.core.pooltable import PoolTable
@@ -26,21 +25,6 @@ err = Console(stderr=True)
 KubeconfigOpt = Annotated[Path | None, typer.Option(help="kubeconfig file (default: in-cluster service account)")]
 ContextOpt = Annotated[str | None, typer.Option(help="context in the kubeconfig")]
 TenantOpt = Annotated[str, typer.Option(help="the broker tenant whose registered clusters map cluster names to sites")]
-
-
-def _api(kubeconfig: Path | None, context: str | None) -> client.ApiClient:
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
-    try:
-        if kubeconfig is not None:
-            api: client.ApiClient = config.new_client_from_config(config_file=str(kubeconfig), context=context)  # type: ignore[no-untyped-call]
-            return api
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return client.ApiClient()
-    except (ConfigException, OSError) as exc:
-        err.print(f"[red]invalid:[/red] cannot use the Kubernetes configuration: {exc}")
-        raise typer.Exit(EXIT_INVALID) from exc
 
 
 def _stop_on_signals() -> threading.Event:
@@ -89,7 +73,7 @@ def register(app: typer.Typer) -> None:
         if "/" not in kueue_config:
             err.print(f"[red]invalid:[/red] --kueue-config must be NAMESPACE/NAME, not {kueue_config!r}")
             raise typer.Exit(EXIT_INVALID)
-        api = _api(kubeconfig, context)
+        api = kube_api(kubeconfig, context)
         fatal, problem = kueue_configuration_problem(api, kueue_config, name)
         if fatal:
             err.print(f"[red]invalid:[/red] {problem}")
@@ -156,7 +140,7 @@ def register(app: typer.Typer) -> None:
                 err.print(f"[red]invalid:[/red] --cluster {item!r} is not CLUSTER=SITE")
                 raise typer.Exit(EXIT_INVALID)
             overrides[c] = site
-        api = _api(kubeconfig, context)
+        api = kube_api(kubeconfig, context)
         broker, registered = _registered(ctx, tenant)
         seconds = valid_for or (3 * every if every else 3600)
         publisher = ScorePublisher(

@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 
 from broker.cli.context import edge
-from broker.cli.exit_codes import EXIT_INVALID
 
 
 def register(app: typer.Typer) -> None:
@@ -26,23 +25,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Watch PlacementRequests, solve each new spec, write status and events, dispatch when
         `spec.dispatch` is true. The namespace is the broker tenant. Stops on SIGINT/SIGTERM."""
-        from kubernetes import config
-        from kubernetes.config.config_exception import ConfigException
-
+        from broker.cli.kube import kube_api
         from broker.operator.controller import PlacementController
 
         err = Console(stderr=True)
-        try:
-            if kubeconfig is not None:
-                api = config.new_client_from_config(config_file=str(kubeconfig), context=context)  # type: ignore[no-untyped-call]
-            else:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-                from kubernetes import client
-
-                api = client.ApiClient()
-        except (ConfigException, OSError) as exc:
-            err.print(f"[red]invalid:[/red] cannot use the Kubernetes configuration: {exc}")
-            raise typer.Exit(EXIT_INVALID) from exc
+        api = kube_api(kubeconfig, context)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())

@@ -1,0 +1,41 @@
+"""The Kubernetes API client of the commands that run beside a cluster (`broker operator`,
+`broker kueue-dispatcher`, `broker ocm publish`): from a kubeconfig file or the pod's service
+account, or a message naming what is wrong and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+
+from broker.cli.exit_codes import EXIT_INVALID
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+
+def kube_api(kubeconfig: Path | None, context: str | None) -> client.ApiClient:
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    err = Console(stderr=True)
+    if kubeconfig is not None and not kubeconfig.is_file():
+        err.print(f"[red]invalid:[/red] --kubeconfig {escape(str(kubeconfig))}: no such file", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID)
+    try:
+        if kubeconfig is not None:
+            api: client.ApiClient = config.new_client_from_config(config_file=str(kubeconfig), context=context)  # type: ignore[no-untyped-call]
+            return api
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return client.ApiClient()
+    # the client's loader raises what the file's content makes it raise: YAML errors, and
+    # key/type errors on a document that is YAML but no kubeconfig
+    except (ConfigException, OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig is not None else "the pod's service account (no kubeconfig)"
+        why = f"cannot use the Kubernetes configuration of {where}: {type(exc).__name__}: {exc}"
+        err.print(f"[red]invalid:[/red] {escape(why)}", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from exc
