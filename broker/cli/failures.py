@@ -14,11 +14,15 @@ err = Console(stderr=True)
 
 
 def print_invalid(exc: InvalidRequest, what: str) -> None:
-    """`invalid <what>: detail`, then each offending field (`loc: msg`)."""
+    """`invalid <what>: detail`, then each offending field (`loc: msg`) the detail does not
+    already say."""
     err.print(f"[red]invalid {what}:[/red] {exc.detail}")
     for e in exc.errors:
         loc = ".".join(str(p) for p in e.get("loc", []))
-        err.print(f"  - {loc}: {e.get('msg')}")
+        # said already: the message, with its field (a file's errors name the file itself)
+        named = loc == "file" or f"{loc}:" in exc.detail
+        if str(e.get("msg")) not in exc.detail or not named:
+            err.print(f"  - {loc}: {e.get('msg')}")
 
 
 def print_infeasible(exc: Infeasible) -> None:

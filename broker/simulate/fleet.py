@@ -176,6 +176,17 @@ class PoliciesIn(Strict):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_policies(cls, data: Any) -> Any:
+        """An unknown policy says which exist, as `--policies` does (not "extra inputs")."""
+        if isinstance(data, dict):
+            known = {f.alias or name for name, f in cls.model_fields.items()}
+            unknown = sorted(str(k) for k in data if k not in known and k not in cls.model_fields)
+            if unknown:
+                raise ValueError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        return data
+
 
 class CostsIn(Strict):
     migration_per_replica: float = Field(0.01, ge=0, le=1_000)

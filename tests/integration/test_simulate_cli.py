@@ -63,6 +63,7 @@ def test_simulate_writes_csv_and_parquet(small_fleet: Path, tmp_path: Path) -> N
         (lambda d: d["workloads"][1]["usage"].update(series="az0000"), "workloads.1.usage.series"),
         (lambda d: d["sites"].append("aws:atlantis-1"), "sites.3"),
         (lambda d: d.update(days=30), "days"),
+        (lambda d: d["policies"].update({"kube-magic": {}}), "'kube-magic'; known: broker, cheapest-fit"),
     ],
 )
 def test_bad_fleet_exits_2_naming_the_field(small_fleet: Path, tmp_path: Path, change, field: str) -> None:
