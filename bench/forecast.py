@@ -199,8 +199,11 @@ def main() -> int:
     ap.add_argument("--percent", action="store_true", help="Bitbrains in raw %% instead of cores used")
     args = ap.parse_args()
     if not (args.data / "traces").is_dir():
-        print(f"skip: no traces under {args.data}", file=sys.stderr)
-        return 0
+        # the full public traces (hundreds of MB) are not in the repository: the product bundles
+        # only the slice the shipped fleet replays (pricing/snapshot/usage_traces.csv.gz)
+        files = ", ".join(dict.fromkeys(TRACES[t][0] for t in args.traces))
+        print(f"no traces under {args.data}: pass --data DIR with {files}", file=sys.stderr)
+        return 2
     params = dataclasses.replace(
         defaults,
         rounds=args.rounds,
