@@ -8,6 +8,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html
+from fastapi.responses import HTMLResponse
+from fastapi_offline import FastAPIOffline
 
 from api import errors, middleware
 from api.routes import ROUTER_MODULES
@@ -31,7 +34,12 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
             if owned:
                 the_broker.close()
 
-    app = FastAPI(
+    # Swagger UI from assets the package bundles (FastAPI's loads them from a CDN, so it stays
+    # blank on a machine without internet), under /docs, which needs no key. ReDoc stays FastAPI's
+    # (from the CDN): the ReDoc the package bundles cannot read OpenAPI 3.1's `$defs`
+    app = FastAPIOffline(
+        static_url="/docs/static",
+        redoc_url=None,
         title="placement-broker",
         version="0.1.0",
         description=(
@@ -47,6 +55,10 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
     middleware.install(app)  # auth, idempotency, jobs, metrics, limits (docs/operations.md)
     for name in ROUTER_MODULES:
         app.include_router(importlib.import_module(f"api.routes.{name}").router)
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - ReDoc")
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, Any]:
