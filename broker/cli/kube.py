@@ -4,6 +4,8 @@ account, or a message naming what is wrong and exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,3 +41,11 @@ def kube_api(kubeconfig: Path | None, context: str | None) -> client.ApiClient:
         why = f"cannot use the Kubernetes configuration of {where}: {type(exc).__name__}: {exc}"
         err.print(f"[red]invalid:[/red] {escape(why)}", soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from exc
+
+
+def stop_on_signals() -> threading.Event:
+    """Set on SIGINT or SIGTERM: a controller loop ends its current pass and returns."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop

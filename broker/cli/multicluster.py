@@ -3,8 +3,6 @@ Cluster Management (docs/kubernetes.md)."""
 
 from __future__ import annotations
 
-import signal
-import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -14,7 +12,7 @@ from rich.console import Console
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
-from broker.cli.kube import kube_api
+from broker.cli.kube import kube_api, stop_on_signals
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -25,13 +23,6 @@ err = Console(stderr=True)
 KubeconfigOpt = Annotated[Path | None, typer.Option(help="kubeconfig file (default: in-cluster service account)")]
 ContextOpt = Annotated[str | None, typer.Option(help="context in the kubeconfig")]
 TenantOpt = Annotated[str, typer.Option(help="the broker tenant whose registered clusters map cluster names to sites")]
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
 
 
 def _registered(ctx: typer.Context, broker_tenant: str) -> tuple[Broker, dict[str, str]]:
@@ -99,7 +90,7 @@ def register(app: typer.Typer) -> None:
             dispatcher.resync()
             err.print(f"nominated worker clusters for {dispatcher.nominations} workload(s)")
             return
-        stop = _stop_on_signals()
+        stop = stop_on_signals()
         err.print(f"dispatching MultiKueue Workloads in {namespace or 'all namespaces'} as {name}")
         dispatcher.run(stop)
 
@@ -152,7 +143,7 @@ def register(app: typer.Typer) -> None:
             valid_for=timedelta(seconds=seconds),
         )
         if every:
-            publisher.run(_stop_on_signals(), every)
+            publisher.run(stop_on_signals(), every)
             return
         try:
             result = publisher.publish()

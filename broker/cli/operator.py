@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -25,14 +23,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Watch PlacementRequests, solve each new spec, write status and events, dispatch when
         `spec.dispatch` is true. The namespace is the broker tenant. Stops on SIGINT/SIGTERM."""
-        from broker.cli.kube import kube_api
+        from broker.cli.kube import kube_api, stop_on_signals
         from broker.operator.controller import PlacementController
 
         err = Console(stderr=True)
         api = kube_api(kubeconfig, context)
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        stop = stop_on_signals()
         controller = PlacementController(edge(ctx).broker(), api, namespace=namespace)
         err.print(f"watching PlacementRequests in {namespace or 'all namespaces'}")
         controller.run(stop)

@@ -109,6 +109,20 @@ def pg_template(pg_server: Engine) -> Iterator[str]:
 
 
 @contextmanager
+def empty_database(backend: str, request: pytest.FixtureRequest, tmp_dir: Path) -> Iterator[str]:
+    """A database URL with no table at all, as on a fresh machine, removed afterwards (PostgreSQL)."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_dir / 'empty.db'}"
+        return
+    admin: Engine = request.getfixturevalue("pg_server")
+    name = create_pg_database(admin)
+    try:
+        yield f"{PG_SERVER}/{name}"
+    finally:
+        drop_pg_database(admin, name)
+
+
+@contextmanager
 def fresh_database(backend: str, request: pytest.FixtureRequest, tmp_dir: Path) -> Iterator[str]:
     """A database URL of its own, catalog loaded, removed afterwards (PostgreSQL)."""
     if backend == "sqlite":

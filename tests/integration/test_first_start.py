@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
+from tests.integration.conftest import empty_database
 
 pytestmark = pytest.mark.slow
 
@@ -20,27 +20,19 @@ START = "from broker.app import Broker; from broker.settings import Settings; Br
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database with no table at all, as on a fresh machine."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'broker.db'}"
-        return
-    admin = request.getfixturevalue("pg_server")
-    name = create_pg_database(admin)
-    try:
-        yield f"{PG_SERVER}/{name}"
-    finally:
-        drop_pg_database(admin, name)
+def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with empty_database(request.param, request, tmp_path) as url:
+        yield url
 
 
-def test_processes_starting_at_once_on_an_empty_database_take_turns(empty_database: str) -> None:
-    env = {**os.environ, "BROKER_DATABASE_URL": empty_database}
+def test_processes_starting_at_once_on_an_empty_database_take_turns(empty_db: str) -> None:
+    env = {**os.environ, "BROKER_DATABASE_URL": empty_db}
     starts = [
         subprocess.Popen([sys.executable, "-c", START], env=env, stderr=subprocess.PIPE, text=True) for _ in range(3)
     ]
     errors = [p.communicate(timeout=300)[1] for p in starts]
     assert [p.returncode for p in starts] == [0, 0, 0], "\n".join(errors)
-    engine = sa.create_engine(empty_database)
+    engine = sa.create_engine(empty_db)
     with engine.connect() as c:
         assert c.scalar(sa.text("SELECT count(*) FROM catalog_meta WHERE key = 'version'")) == 1
         assert c.scalar(sa.text("SELECT count(*) FROM pools")) > 100_000  # the bundled catalog, loaded once

@@ -20,20 +20,17 @@ from broker.app import Broker
 from broker.catalog import store as catalog
 from broker.db.models import Base, PoolRow
 from broker.db.session import downgrade, make_engine, migrate, session_factory
-from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
+from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database, empty_database
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
 SERVICE_TABLES = {"api_keys", "budgets", "budget_commitments", "jobs", "idempotency_keys"}
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_alembic_upgrade_to_heads_and_downgrade_to_base(backend: str, pg_server: Engine, tmp_path: Path) -> None:
-    if backend == "sqlite":
-        url, name = f"sqlite:///{tmp_path / 'mig.db'}", None
-    else:
-        name = create_pg_database(pg_server)
-        url = f"{PG_SERVER}/{name}"
-    try:
+def test_alembic_upgrade_to_heads_and_downgrade_to_base(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    with empty_database(backend, request, tmp_path) as url:
         migrate(url)
         engine = create_engine(url)
         tables = set(inspect(engine).get_table_names())
@@ -45,9 +42,6 @@ def test_alembic_upgrade_to_heads_and_downgrade_to_base(backend: str, pg_server:
         migrate(url)  # and up again on the emptied database
         assert set(inspect(engine).get_table_names()) >= SERVICE_TABLES
         engine.dispose()
-    finally:
-        if name:
-            drop_pg_database(pg_server, name)
 
 
 def test_copy_loader_reloads_the_catalog_on_postgresql(pg_server: Engine, pg_template: str, template_db: Path) -> None:

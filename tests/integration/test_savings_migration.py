@@ -18,7 +18,7 @@ from broker.db.session import alembic_config, downgrade, make_engine, migrate, s
 from broker.finops import store as ledger_store
 from broker.placements.documents import placement_document
 from broker.placements.store import PlacementStore
-from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
+from tests.integration.conftest import empty_database
 
 CREATED = datetime(2026, 11, 20, tzinfo=UTC)
 
@@ -37,15 +37,8 @@ COST, GREEDY = 0.5, 2.0
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'mig.db'}"
-        return
-    admin: Engine = request.getfixturevalue("pg_server")
-    name = create_pg_database(admin)
-    try:
-        yield f"{PG_SERVER}/{name}"
-    finally:
-        drop_pg_database(admin, name)
+    with empty_database(request.param, request, tmp_path) as empty:
+        yield empty
 
 
 def _write_0014_rows(engine: Engine) -> None:
