@@ -44,6 +44,9 @@ class ServiceMiddleware:
         token = request_id.set(rid)
         started = time.perf_counter()
         status = {"code": 500, "started": False}
+        # a Mount (the docs' static files) rewrites root_path in the scope it serves; the route
+        # is looked up in the scope as it arrived
+        arrived = dict(scope)
 
         async def send_wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -97,7 +100,7 @@ class ServiceMiddleware:
                     )
         finally:
             elapsed = time.perf_counter() - started
-            template = route_template(scope)
+            template = route_template(scope, arrived)
             REQUEST_SECONDS.labels(scope["method"], template, str(status["code"])).observe(elapsed)
             log.info(
                 "%s %s %s",
@@ -119,16 +122,17 @@ class ServiceMiddleware:
         )
 
 
-def route_template(scope: Scope) -> str:
+def route_template(scope: Scope, arrived: Scope) -> str:
     """The path template of the route a request is (or would have been) served by, for metric
     and log labels: FastAPI marks its own operations in the scope, but framework routes
     (/metrics, /openapi.json, /docs) and answers given before routing (413, 504) are looked up
-    in the app's routes. "unmatched" only for paths no route serves, so labels stay bounded."""
+    in the app's routes with the scope as it `arrived`. "unmatched" only for paths no route
+    serves, so labels stay bounded."""
     route: Any = scope.get("route")
     if getattr(route, "path", None):
         return str(route.path)
     app: Any = scope.get("app")
-    return _template(getattr(getattr(app, "router", None), "routes", ()), scope)[1] or "unmatched"
+    return _template(getattr(getattr(app, "router", None), "routes", ()), arrived)[1] or "unmatched"
 
 
 def _template(routes: Any, scope: Scope) -> tuple[Match, str | None]:

@@ -26,7 +26,8 @@ def _routes(text: str) -> dict[tuple[str, str], set[str]]:
 
 def test_framework_routes_and_early_answers_carry_their_route_template(db_url: str) -> None:
     with service_client(open_broker(db_url, max_body_bytes=2000)) as c:
-        for path in ("/openapi.json", "/docs", "/metrics", "/v1/placements/pl_nothing", "/no/such/path"):
+        paths = ("/openapi.json", "/docs", "/docs/static/swagger-ui.css", "/metrics", "/v1/placements/pl_nothing")
+        for path in (*paths, "/no/such/path"):
             c.get(path)
         big = json.dumps(small_request() | {"pad": "y" * 3000}).encode()
         assert c.post("/v1/placements", content=big, headers={"content-type": "application/json"}).status_code == 413
@@ -34,6 +35,7 @@ def test_framework_routes_and_early_answers_carry_their_route_template(db_url: s
         routes = _routes(c.get("/metrics").text)
     assert "200" in routes[("GET", "/openapi.json")]
     assert "200" in routes[("GET", "/docs")]
+    assert "200" in routes[("GET", "/docs/static")]  # a Mount: its own path, though it rewrites the scope
     assert "200" in routes[("GET", "/metrics")]
     assert "404" in routes[("GET", "/v1/placements/{placement_id}")]  # the template, not the id
     assert "413" in routes[("POST", "/v1/placements")]  # refused before routing, still its route
