@@ -27,6 +27,7 @@ from broker.core.allocatable import NodeOverhead, allocatable
 from broker.core.domain import Arch, CapacityType, PlacementRequest, Pool, Site, SiteKind, UserRegion
 from broker.core.instance_attributes import InstanceFacts
 from broker.core.latency import DEFAULT_QUANTILE, LatencyModel
+from broker.core.pool_list import PoolList
 from broker.core.pooltable import FloatArray, PoolTable, build_pool_table
 from broker.db.models import (
     CatalogMetaRow,
@@ -46,8 +47,8 @@ PUBLIC_PROVIDERS = ("aws", "azure", "gcp")
 _CHUNK = 20_000
 #: Part of the on-disk cache file name: a catalog pickled by code whose classes had another
 #: shape (e.g. the latency model before anchored estimates, pool tables before raw and reserved
-#: sizes) must not be loaded.
-_PICKLE_FORMAT = 3
+#: sizes, pools as objects before PoolList) must not be loaded.
+_PICKLE_FORMAT = 4
 
 
 @dataclass(frozen=True)
@@ -305,8 +306,7 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
             (r.provider, r.instance_type): InstanceFacts(r.processor, r.gpu_memory_gib, r.bare_metal)
             for r in s.scalars(select(InstanceTypeFactRow))
         }
-    pools = [PoolRow.domain_from_tuple(r) for r in rows]
-    table = build_pool_table(sites, pools, {**instance_facts(), **fed})
+    table = build_pool_table(sites, PoolList.from_rows(rows), {**instance_facts(), **fed})
     site_map = {s.id: s for s in sites}
     latency = LatencyModel(site_map, [tuple(r) for r in latency_rows])
 
@@ -339,10 +339,10 @@ def read_catalog(factory: sessionmaker[Session]) -> Catalog:
         if site_id in idx and tier in tier_col:
             storage[idx[site_id], tier_col[tier]] = price
     as_of: dict[str, str] = {}
-    for p in pools:
-        provider = p.site.split(":", 1)[0]
-        if p.price_as_of > as_of.get(provider, ""):
-            as_of[provider] = p.price_as_of
+    for site, when in zip(table.pools.column("site"), table.pools.column("price_as_of"), strict=True):
+        provider = site.split(":", 1)[0]
+        if when > as_of.get(provider, ""):
+            as_of[provider] = when
     return Catalog(version, site_map, table, latency, egress, internet, storage, as_of)
 
 

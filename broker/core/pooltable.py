@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from broker.core.domain import Arch, CapacityType, Pool, Site
 from broker.core.pool_attributes import FactsByType, PoolAttributes, PoolColumns, build_pool_attributes, coded
+from broker.core.pool_list import PoolList
 from broker.core.reservations import reserved
 
 CAPACITY_TYPES: tuple[CapacityType, ...] = tuple(CapacityType)
@@ -28,7 +29,7 @@ BoolArray = npt.NDArray[np.bool_]
 @dataclass(frozen=True)
 class PoolTable:
     sites: tuple[Site, ...]
-    pools: tuple[Pool, ...]
+    pools: PoolList
     site_index: dict[str, int]
     pool_index: dict[str, int]
     # per pool
@@ -68,7 +69,7 @@ class PoolTable:
         if not self.attributes_box:
             cols = PoolColumns(
                 sites=self.sites,
-                instance_types=[p.instance_type for p in self.pools],
+                instance_types=list(self.pools.column("instance_type")),
                 site_idx=self.site_idx,
                 arch=coded(self.arch_idx, [a.value for a in ARCHES]),
                 capacity_type=coded(self.cap_idx, [c.value for c in CAPACITY_TYPES]),
@@ -98,11 +99,11 @@ class PoolTable:
         wanted = self.dominated.copy()
         wanted[[self.pool_index[p] for p in keep if p in self.pool_index]] = False
         idx = np.flatnonzero(~wanted)
-        pools = tuple(self.pools[i] for i in idx.tolist())
+        pools = self.pools.take(idx.tolist())
         return dataclasses.replace(
             self,
             pools=pools,
-            pool_index={p.id: i for i, p in enumerate(pools)},
+            pool_index={pid: i for i, pid in enumerate(pools.ids)},
             site_idx=self.site_idx[idx],
             cap_idx=self.cap_idx[idx],
             arch_idx=self.arch_idx[idx],
@@ -148,27 +149,29 @@ class PoolTable:
         return np.asarray(site_ok[self.site_idx], dtype=bool)
 
 
-def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsByType | None = None) -> PoolTable:
+def build_pool_table(
+    sites: Sequence[Site], pools: Sequence[Pool] | PoolList, facts: FactsByType | None = None
+) -> PoolTable:
     site_list = tuple(sites)
     site_index = {s.id: i for i, s in enumerate(site_list)}
-    pool_list = tuple(p for p in pools if p.site in site_index)
+    given = pools if isinstance(pools, PoolList) else PoolList.of(pools)
+    sites_of = given.column("site")
+    pool_list = given.take(i for i, site in enumerate(sites_of) if site in site_index)
+    n = len(pool_list)
     cap_pos = {c: i for i, c in enumerate(CAPACITY_TYPES)}
     arch_pos = {a: i for i, a in enumerate(ARCHES)}
-    site_idx = np.fromiter((site_index[p.site] for p in pool_list), dtype=np.int64, count=len(pool_list))
-    cap_idx = np.fromiter((cap_pos[p.capacity_type] for p in pool_list), dtype=np.int64, count=len(pool_list))
-    arch_idx = np.fromiter((arch_pos[p.arch] for p in pool_list), dtype=np.int64, count=len(pool_list))
-    vcpus = np.fromiter((p.vcpus for p in pool_list), dtype=np.float64, count=len(pool_list))
-    mem = np.fromiter((p.memory_gib for p in pool_list), dtype=np.float64, count=len(pool_list))
-    gpus = np.fromiter((p.gpus for p in pool_list), dtype=np.float64, count=len(pool_list))
-    gpu_model = np.array([p.gpu_model or "" for p in pool_list], dtype=object)
-    price = np.fromiter((p.price_per_hour for p in pool_list), dtype=np.float64, count=len(pool_list))
-    max_nodes = np.fromiter(
-        (np.inf if p.max_nodes is None else float(p.max_nodes) for p in pool_list),
-        dtype=np.float64,
-        count=len(pool_list),
-    )
+    col = pool_list.column
+    site_idx = np.fromiter((site_index[s] for s in col("site")), dtype=np.int64, count=n)
+    cap_idx = np.fromiter((cap_pos[c] for c in col("capacity_type")), dtype=np.int64, count=n)
+    arch_idx = np.fromiter((arch_pos[a] for a in col("arch")), dtype=np.int64, count=n)
+    vcpus = np.fromiter(col("vcpus"), dtype=np.float64, count=n)
+    mem = np.fromiter(col("memory_gib"), dtype=np.float64, count=n)
+    gpus = np.fromiter(col("gpus"), dtype=np.float64, count=n)
+    gpu_model = np.array([g or "" for g in col("gpu_model")], dtype=object)
+    price = np.fromiter(col("price_per_hour"), dtype=np.float64, count=n)
+    max_nodes = np.fromiter((np.inf if m is None else float(m) for m in col("max_nodes")), dtype=np.float64, count=n)
     site_provider = np.array([s.provider for s in site_list], dtype=object)
-    res_cpu, res_mem = reserved(site_provider[site_idx].tolist(), [p.instance_type for p in pool_list], vcpus, mem)
+    res_cpu, res_mem = reserved(site_provider[site_idx].tolist(), list(col("instance_type")), vcpus, mem)
     # on what pods can use: a per-node overhead setting shifts every pool alike, so this holds for any
     dominator = _dominators(
         site_idx, cap_idx, arch_idx, gpu_model, vcpus - res_cpu, mem - res_mem, gpus, price, max_nodes
@@ -177,7 +180,7 @@ def build_pool_table(sites: Sequence[Site], pools: Sequence[Pool], facts: FactsB
         sites=site_list,
         pools=pool_list,
         site_index=site_index,
-        pool_index={p.id: i for i, p in enumerate(pool_list)},
+        pool_index={pid: i for i, pid in enumerate(pool_list.ids)},
         site_idx=site_idx,
         cap_idx=cap_idx,
         arch_idx=arch_idx,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,9 +9,6 @@ from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from broker.core.domain import Arch, CapacityType, Pool, Site, SiteKind
-
-_CAPACITY = {c.value: c for c in CapacityType}
-_ARCH = {a.value: a for a in Arch}
 
 
 def utcnow() -> datetime:
@@ -96,7 +92,7 @@ class PoolRow(Base):
 
     @staticmethod
     def domain_columns() -> tuple[Any, ...]:
-        """The columns a domain Pool is made of, in its field order (a catalog reads ~190k as plain tuples)."""
+        """The columns a domain Pool is made of, in its field order (`PoolList.from_rows` reads them)."""
         return (
             PoolRow.id,
             PoolRow.site,
@@ -112,12 +108,6 @@ class PoolRow(Base):
             PoolRow.price_source,
             PoolRow.price_as_of,
         )
-
-    @staticmethod
-    def domain_from_tuple(t: Sequence[Any]) -> Pool:
-        """A Pool from the values of domain_columns()."""
-        pid, site, it, ct, arch, v, m, g, gm, price, mx, src, asof = t
-        return Pool(pid, site, it, _CAPACITY[ct], _ARCH[arch], v, m, g or 0.0, gm, price, mx, src, asof)
 
     def to_domain(self) -> Pool:
         return Pool(
