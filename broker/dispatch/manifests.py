@@ -116,7 +116,8 @@ class ClusterBundle:
 
 
 def dns_label(text: str, max_len: int = 63) -> str:
-    """An RFC 1123 label from any text; long or altered names keep a hash so they stay distinct."""
+    """An RFC 1123 label from any text; names cut to length keep a hash so they stay distinct
+    (names that only clean up alike, "api.v2" and "API_v2", do not: see _name_clashes)."""
     slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
     if len(slug) <= max_len:
         return slug
@@ -234,6 +235,7 @@ def build_bundles(
         for name in names:
             if name not in specs:
                 errors.append({"loc": ["body", kind, name], "msg": f"no workload {name!r} in the placement"})
+    errors += _name_clashes(list(specs))
     rows: list[_Row] = []
     for i, a in enumerate(placement.result.assignments):
         clusters = sorted(targets.get(a.site, ()), key=lambda t: t.cluster)
@@ -278,6 +280,24 @@ def build_bundles(
             container["image"] = images.get(row.workload.name, PAUSE_IMAGE)
         by_cluster.setdefault(row.target.cluster, []).append(doc)
     return [ClusterBundle(c, namespaces[c], app, pid, tuple(by_cluster[c])) for c in sorted(by_cluster)]
+
+
+def _name_clashes(workloads: list[str]) -> list[dict[str, Any]]:
+    """Workloads whose names become the same Kubernetes name ("api.v2" and "API_v2" are both
+    "api-v2"): their Deployments and GitOps files would overwrite each other's."""
+    by_label: dict[str, list[str]] = {}
+    for w in workloads:
+        by_label.setdefault(dns_label(w), []).append(w)
+    return [
+        {
+            "loc": ["workloads", w],
+            "msg": f"workloads {', '.join(map(repr, same))} all become the Kubernetes name {label!r}: "
+            "rename all but one to dispatch them",
+        }
+        for label, same in sorted(by_label.items())
+        if len(same) > 1
+        for w in same
+    ]
 
 
 def deployment_name(workload: str, instance_type: str, capacity: str) -> str:

@@ -128,6 +128,31 @@ def test_a_site_without_cluster_is_a_clear_error() -> None:
     ]
 
 
+def test_workloads_whose_names_clean_up_alike_are_refused_not_merged() -> None:
+    """'api.v2' and 'API_v2' are both 'api-v2': their Deployments and GitOps files would
+    overwrite each other's, and two of the five replicas would be lost."""
+    request = {
+        "name": "shop",
+        "workloads": [
+            {"name": "api.v2", "replicas": 2, "cpu": 0.5, "memory_gib": 1},
+            {"name": "API_v2", "replicas": 3, "cpu": 0.5, "memory_gib": 1},
+        ],
+    }
+    clash = placement(
+        [
+            assignment("api.v2", "aws:eu-central-1/t3a.medium/spot", 2, 0.02),
+            assignment("API_v2", "aws:eu-central-1/t3a.medium/spot", 3, 0.03),
+        ],
+        request=request,
+        id="pl_06H3DDDSJBAFN1A4744KMS3Z1N",
+        name="shop",
+    )
+    with pytest.raises(InvalidRequest) as exc:
+        build_bundles(clash, TARGETS)
+    assert [e["loc"] for e in exc.value.errors] == [["workloads", "api.v2"], ["workloads", "API_v2"]]
+    assert "'api.v2', 'API_v2' all become the Kubernetes name 'api-v2'" in exc.value.errors[0]["msg"]
+
+
 TEMPLATE = """
 apiVersion: apps/v1
 kind: Deployment
