@@ -40,7 +40,7 @@ class IdempotencyStore:
         try:
             with transaction(self._sessions) as s:
                 row = s.get(IdempotencyRow, (scope, key))
-                if row is not None and _aware(row.created_at) < now - self._ttl:
+                if row is not None and row.created_at < now - self._ttl:
                     s.delete(row)
                     s.flush()
                     row = None
@@ -78,8 +78,3 @@ class IdempotencyStore:
         with transaction(self._sessions) as s:
             res = s.execute(delete(IdempotencyRow).where(IdempotencyRow.created_at < cutoff))
             return int(getattr(res, "rowcount", 0) or 0)
-
-
-def _aware(t: datetime) -> datetime:
-    # SQLite hands back naive datetimes (stored as UTC)
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)

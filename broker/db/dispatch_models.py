@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.db.models import Base, utcnow
+from broker.db.models import Base, UtcDateTime, utcnow
 
 
 class ClusterRow(Base):
@@ -27,7 +27,7 @@ class ClusterRow(Base):
     gitops_repo_sealed: Mapped[str | None] = mapped_column(Text, nullable=True)  # the URL with them, encrypted
     gitops_branch: Mapped[str | None] = mapped_column(String(200), nullable=True)
     gitops_path: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class DispatchRow(Base):
@@ -42,8 +42,8 @@ class DispatchRow(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(20))  # pending | applying | applied | failed
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class OutboxRow(Base):
@@ -61,7 +61,7 @@ class OutboxRow(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ReplanRow(Base):
@@ -73,4 +73,4 @@ class ReplanRow(Base):
     reason: Mapped[str] = mapped_column(String(40))
     decision: Mapped[str] = mapped_column(String(20))  # migrate | keep
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)

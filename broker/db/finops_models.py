@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Index, Integer, String
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.db.models import Base
+from broker.db.models import Base, UtcDateTime
 
 
 class LedgerEntryRow(Base):
@@ -20,9 +20,9 @@ class LedgerEntryRow(Base):
     placement_id: Mapped[str] = mapped_column(ForeignKey("placements.id", ondelete="CASCADE"), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(80))
     name: Mapped[str] = mapped_column(String(200))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime())
     # when a newer placement of the same tenant and name replaced this one (None: still current)
-    superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    superseded_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     cost_per_hour: Mapped[float] = mapped_column(Float)
     # the headline baseline (what the user would otherwise run); equals cost_per_hour when unknown
     baseline_cost_per_hour: Mapped[float] = mapped_column(Float)

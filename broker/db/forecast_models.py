@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, Index, Integer, LargeBinary, String
+from sqlalchemy import JSON, BigInteger, Float, Index, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.db.models import Base, utcnow
+from broker.db.models import Base, UtcDateTime, utcnow
 
 
 class UsageSampleRow(Base):
@@ -39,7 +39,7 @@ class ForecastModelRow(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     # whose usage it learned from: it forecasts for that tenant only (migration 0021)
     tenant: Mapped[str] = mapped_column(String(80), default="default", server_default="default", index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     metric: Mapped[str] = mapped_column(String(40))
     horizon: Mapped[int] = mapped_column(Integer)
     step_s: Mapped[int] = mapped_column(Integer)

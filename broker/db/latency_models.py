@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Float, String
+from sqlalchemy import Float, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.db.models import Base, utcnow
+from broker.db.models import Base, UtcDateTime, utcnow
 
 
 class LatencyMeasurementRow(Base):
@@ -21,4 +21,4 @@ class LatencyMeasurementRow(Base):
     statistic: Mapped[str] = mapped_column(String(8), primary_key=True)  # p50 | p95
     source: Mapped[str] = mapped_column(String(200), primary_key=True)
     rtt_ms: Mapped[float] = mapped_column(Float)
-    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

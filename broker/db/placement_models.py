@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
     ColumnElement,
-    DateTime,
     Float,
     ForeignKey,
     ForeignKeyConstraint,
@@ -52,7 +51,7 @@ from broker.core.placement import (
     WorkloadSizing,
 )
 from broker.db.mapping import from_columns, to_columns
-from broker.db.models import Base, utcnow
+from broker.db.models import Base, UtcDateTime, utcnow
 
 
 def _parent() -> ForeignKey:
@@ -64,11 +63,6 @@ _CHUNK = 500
 # columns named apart from the rest of their record's prefix
 _OWN_NAME = {"price_per_hour": "price_per_hour"}  # PoolPrice, prefix price_
 _SNAPSHOT_COLUMNS = {"catalog_version": "catalog_version", "stale_after_days": "price_stale_after_days"}
-
-
-def as_utc(dt: datetime) -> datetime:
-    """SQLite hands back naive datetimes for timezone-aware columns; they were stored as UTC."""
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 class PlacementPoolRow(Base):
@@ -233,7 +227,7 @@ class PlacementRow(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), index=True)
     tenant: Mapped[str] = mapped_column(String(80), default="default", index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)
     status: Mapped[str] = mapped_column(String(20))
     objective_value: Mapped[float] = mapped_column(Float)
     cost_per_hour: Mapped[float] = mapped_column(Float)
@@ -350,7 +344,7 @@ class PlacementRow(Base):
             Placement,
             h,
             result=result,
-            created_at=as_utc(h.created_at),
+            created_at=h.created_at,
             prices=prices,
             rightsizing=sizing,
             budget=tuple(PlacementBudgetRow.to_domain(b) for b in children.budgets) or None,
@@ -364,7 +358,7 @@ class PlacementRow(Base):
 
     @staticmethod
     def summary(h: Any) -> PlacementSummary:
-        return from_columns(PlacementSummary, h, created_at=as_utc(h.created_at))
+        return from_columns(PlacementSummary, h, created_at=h.created_at)
 
 
 Index("ix_placements_tenant_created", PlacementRow.tenant, PlacementRow.created_at)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.db.models import Base, utcnow
+from broker.db.models import Base, UtcDateTime, utcnow
 
 
 class PriceHistoryRow(Base):
@@ -22,7 +22,7 @@ class PriceHistoryRow(Base):
     list_price_per_hour: Mapped[float] = mapped_column(Float)
     source: Mapped[str] = mapped_column(String(40))
     effective_at: Mapped[str] = mapped_column(String(40))  # ISO 8601 as the source gives it
-    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     refresh_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
@@ -48,7 +48,7 @@ class DiscountRuleRow(Base):
     capacity_types: Mapped[list[str]] = mapped_column(JSON, default=list)  # empty = all
     discount_pct: Mapped[float] = mapped_column(Float)
     note: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class PricingJobRow(Base):
@@ -59,8 +59,8 @@ class PricingJobRow(Base):
     params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class SiteDefinitionRow(Base):
@@ -69,7 +69,7 @@ class SiteDefinitionRow(Base):
     __tablename__ = "site_definitions"
     site_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
-    imported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    imported_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class SiteStoragePriceRow(Base):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Index, Integer, LargeBinary, String, UniqueConstraint
+from sqlalchemy import JSON, Float, Index, Integer, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from broker.db.models import Base, utcnow
+from broker.db.models import Base, UtcDateTime, utcnow
 
 
 class ApiKeyRow(Base):
@@ -20,8 +20,8 @@ class ApiKeyRow(Base):
     role: Mapped[str] = mapped_column(String(20))
     name: Mapped[str] = mapped_column(String(200), default="")
     secret_sha256: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class BudgetRow(Base):
@@ -33,7 +33,7 @@ class BudgetRow(Base):
     tenant: Mapped[str] = mapped_column(String(100), index=True)
     team: Mapped[str] = mapped_column(String(200), default="")
     monthly_usd: Mapped[float] = mapped_column(Float)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class CommitmentRow(Base):
@@ -50,7 +50,7 @@ class CommitmentRow(Base):
     cost_per_month: Mapped[float] = mapped_column(Float)
     # private/edge pool id -> nodes this placement uses there
     scarce_nodes: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class JobRow(Base):
@@ -65,9 +65,9 @@ class JobRow(Base):
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     placement_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class IdempotencyRow(Base):
@@ -81,4 +81,4 @@ class IdempotencyRow(Base):
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     headers: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     body: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow, index=True)

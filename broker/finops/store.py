@@ -10,7 +10,7 @@ picked up the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, exists, insert, or_, select, tuple_, update
@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.finops_models import LedgerEntryRow, LedgerItemRow
 from broker.db.models import Base, PoolRow
-from broker.db.placement_models import PlacementRow, as_utc, load_placements
+from broker.db.placement_models import PlacementRow, load_placements
 from broker.db.price_models import ListPriceRow
 from broker.db.session import transaction
 from broker.finops.ledger import (
@@ -33,7 +33,9 @@ from broker.finops.ledger import (
 _CHUNK = 500
 
 
-utc = as_utc  # naive SQLite datetimes are UTC
+def utc(t: datetime) -> datetime:
+    """A time given without an offset (a query's `from`, a stored as-of) is UTC."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def _list_prices(session: Session, pools: Iterable[str]) -> tuple[dict[str, float], dict[str, float]]:
@@ -172,8 +174,8 @@ def load(
                 placement_id=r.placement_id,
                 tenant=r.tenant,
                 name=r.name,
-                created_at=utc(r.created_at),
-                superseded_at=utc(r.superseded_at) if r.superseded_at is not None else None,
+                created_at=r.created_at,
+                superseded_at=r.superseded_at,
                 cost_per_hour=r.cost_per_hour,
                 baseline_cost_per_hour=r.baseline_cost_per_hour,
                 has_baseline=r.has_baseline,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -85,6 +86,10 @@ def test_async_placement_runs_in_process_and_is_polled(client: TestClient) -> No
     assert job["status"] == "succeeded" and job["attempts"] == 1
     placed = client.get(f"/v1/placements/{job['placement_id']}").json()
     assert placed["id"] == job["result"]["id"] and placed["name"] == "later"
+    # one format for each time, whatever the backend keeps (SQLite keeps no offset)
+    assert r.json()["created_at"] == job["created_at"]
+    for field in ("created_at", "started_at", "finished_at"):
+        assert datetime.fromisoformat(job[field]).utcoffset() == timedelta(0), (field, job[field])
 
 
 def test_large_requests_go_async_and_failures_carry_the_problem(db_url: str) -> None:
