@@ -21,7 +21,9 @@ _PROBLEM: dict[int | str, dict[str, Any]] = {422: {"content": {"application/prob
 PARQUET = "application/vnd.apache.parquet"
 
 From = Annotated[datetime | None, Query(alias="from", description="window start (ISO 8601; default to - 30 days)")]
-To = Annotated[datetime | None, Query(alias="to", description="window end, exclusive (ISO 8601; default now)")]
+To = Annotated[
+    datetime | None, Query(alias="to", description="window end, exclusive (ISO 8601; default now; a later time is now)")
+]
 
 
 def scope(caller: Principal, requested: str | None) -> str | None:

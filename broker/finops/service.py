@@ -41,21 +41,29 @@ MAX_DASHBOARD_WINDOW = timedelta(days=5 * 366)
 
 
 def window(start: datetime | None, end: datetime | None, *, now: datetime | None = None) -> tuple[datetime, datetime]:
-    """Resolve ?from=&to= (naive times are UTC): default the last 30 days up to now."""
+    """Resolve ?from=&to= (naive times are UTC): default the last 30 days up to now; a window
+    reaching past now ends now."""
     for value, field in ((start, "from"), (end, "to")):
         if value is not None and not EARLIEST <= store.utc(value) <= LATEST_TIME:
             raise InvalidRequest(
                 f"'{field}' is outside {EARLIEST.year}-{LATEST_TIME.year}",
                 errors=[{"loc": ["query", field], "msg": "a time between 1970 and 2200"}],
             )
-    end = store.utc(end) if end is not None else (now or datetime.now(UTC))
+    now = now or datetime.now(UTC)
+    end = store.utc(end) if end is not None else now
     start = store.utc(start) if start is not None else end - DEFAULT_WINDOW
     if start >= end:
         raise InvalidRequest(
             "the time window is empty",
             errors=[{"loc": ["query", "from"], "msg": "'from' must be before 'to'"}],
         )
-    return start, end
+    if start >= now:
+        raise InvalidRequest(
+            "nothing has accrued yet in a window that starts in the future",
+            errors=[{"loc": ["query", "from"], "msg": f"a time before now ({now.isoformat(timespec='seconds')})"}],
+        )
+    # figures are what accrued (FOCUS BilledCost is billed spend): not the future part of a window
+    return start, min(end, now)
 
 
 @dataclass(frozen=True, slots=True)
