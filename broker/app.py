@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import os
-import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -15,6 +12,7 @@ import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from ulid import ULID
 
 from broker.catalog import store as catalog_mod
 from broker.catalog.latency_measurements import MeasurementStore
@@ -39,10 +37,8 @@ from broker.usage.service import UsageStore
 
 
 def new_placement_id() -> str:
-    """Time-ordered id: 'pl_' + 48-bit ms timestamp + 80 random bits, Crockford base32 (ULID layout)."""
-    raw = int(time.time() * 1000).to_bytes(6, "big") + os.urandom(10)
-    b32 = base64.b32encode(raw).decode().rstrip("=")
-    return "pl_" + b32.translate(str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", "0123456789ABCDEFGHJKMNPQRSTVWXYZ"))
+    """Time-ordered id: 'pl_' + a ULID (48-bit ms timestamp, 80 random bits, Crockford base32)."""
+    return f"pl_{ULID()}"
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
