@@ -186,7 +186,8 @@ def focus_rows(
             if hours <= 0:
                 continue
             if templates is None:
-                templates = [_row(e, res, p_start, p_end, 1.0, billing_account) for res in resources]
+                egress_by = _egress_provider(resources)
+                templates = [_row(e, res, p_start, p_end, 1.0, billing_account, egress_by) for res in resources]
             h = Decimal(repr(hours))
             bill_start, bill_end = billing_period(p_start)
             for t in templates:
@@ -211,8 +212,21 @@ _HOURLY = (
 )  # fmt: skip
 
 
+def _egress_provider(resources: Sequence[_Resource]) -> str:
+    """Who bills a placement's inter-site transfer: the one provider all its sites belong to,
+    else several."""
+    providers = {i.provider for r in resources if r.kind != "egress" for i in r.items}
+    return _PROVIDER.get(next(iter(providers)), next(iter(providers))) if len(providers) == 1 else "Multiple providers"
+
+
 def _row(
-    e: LedgerEntry, res: _Resource, p_start: datetime, p_end: datetime, hours: float, account: str
+    e: LedgerEntry,
+    res: _Resource,
+    p_start: datetime,
+    p_end: datetime,
+    hours: float,
+    account: str,
+    egress_by: str = "Multiple providers",
 ) -> dict[str, Any]:
     first = res.items[0]
     provider_key = first.provider
@@ -301,9 +315,9 @@ def _row(
             SkuId="inter-site-egress",
             SkuPriceId="inter-site-egress",
             SkuMeter="Data Transfer",
-            ProviderName="Multiple providers",
-            PublisherName="Multiple providers",
-            InvoiceIssuerName="Multiple providers",
+            ProviderName=egress_by,
+            PublisherName=egress_by,
+            InvoiceIssuerName=egress_by,
         )
     return row
 

@@ -110,6 +110,29 @@ def test_one_row_per_resource_per_charge_period_and_costs_add_up() -> None:
     assert {r["BillingPeriodStart"] for r in dec1} == {datetime(2026, 12, 1, tzinfo=UTC)}
 
 
+def test_egress_is_billed_by_the_one_provider_of_its_sites() -> None:
+    _e, rows = _rows()
+    several = {r["ProviderName"] for r in rows if r["ResourceId"] == "pl_1/egress"}
+    assert several == {"Multiple providers"}  # AWS, Azure and a private site
+    gcp_only = placement(
+        [
+            assignment("a", "gcp:europe-west1/n2-standard-2/spot", 2, 0.2),
+            assignment("b", "gcp:europe-west4/n2-standard-2/ondemand", 1, 0.3),
+        ],
+        nodes=[("gcp:europe-west1/n2-standard-2/spot", 1, 0.2), ("gcp:europe-west4/n2-standard-2/ondemand", 1, 0.3)],
+        request={"workloads": [{"name": "a"}, {"name": "b"}]},
+        cost_per_hour=0.6,
+        egress_cost_per_hour=0.1,
+        id="pl_2",
+        created_at=T0,
+    )
+    e = entry_from_placement(gcp_only)
+    items = items_from_placement(e, gcp_only, lambda p: None)
+    rows = focus_rows([e], items, start=T0, end=T0 + timedelta(hours=2))
+    names = {r["ResourceId"]: r["ProviderName"] for r in rows}
+    assert names["pl_2/egress"] == names["pl_2/gcp:europe-west1/n2-standard-2/spot"] == "Google Cloud"
+
+
 @pytest.mark.parametrize(
     ("pool", "category", "commitment"),
     [
