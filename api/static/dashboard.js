@@ -68,13 +68,17 @@
     // the server); the per-workload greedy is a second figure, never the headline
     const head = d.baselines[0];
     const greedy = d.baselines[d.baselines.length - 1];
-    $("#baseline-name").textContent = head.policy;
+    // the totals add each placement's own headline: name every policy they mix, never one for all
+    const used = Object.entries(t.baseline_policies || {});
+    const headName = used.length === 0 ? head.policy : used.length === 1 ? used[0][0] :
+      used.map(([policy, n]) => `${policy} ×${n}`).join(", ");
+    $("#baseline-name").textContent = headName;
     $("#baseline-name").title = head.description;
     setKpi("#kpi-base-h", t.baseline_cost_per_hour, usd(t.baseline_cost_per_hour, 3) + "/h");
-    $("#kpi-base-name").textContent = head.policy;
+    $("#kpi-base-name").textContent = headName;
     $("#kpi-base-name").title = head.description;
     setKpi("#kpi-save-m", t.savings_per_month, usd(t.savings_per_month, 0) + "/mo");
-    $("#kpi-save-pct").textContent = t.savings_pct == null ? "per month" : `${t.savings_pct.toFixed(1)}% below ${head.policy}`;
+    $("#kpi-save-pct").textContent = t.savings_pct == null ? "per month" : `${t.savings_pct.toFixed(1)}% below ${headName}`;
     const g = $("#kpi-greedy");
     g.textContent = t.greedy_savings_pct == null ? "" :
       `vs ${greedy.policy}: ${t.greedy_savings_pct.toFixed(1)}% (${usd(t.greedy_savings_per_month, 0)}/mo)`;

@@ -61,6 +61,12 @@ class FiguresOut(BaseModel):
     greedy_savings_per_month: float = 0.0
     greedy_savings_pct: float | None = Field(None, description="(1 - cost / greedy_baseline_cost) per hour, x 100")
     greedy_baseline_cost: float = Field(0.0, description="the greedy-cheapest-fit baseline accrued in the window")
+    baseline_policies: dict[str, int] = Field(
+        default_factory=dict,
+        description="how many of the placements each headline baseline policy priced (kubernetes-packer; "
+        "placement-in-force for a re-plan; kubernetes-packer-home-cloud for the largest requests): a total "
+        "that mixes them is against each placement's own headline",
+    )
 
     @classmethod
     def values(cls, f: Figures) -> dict[str, Any]:
@@ -71,6 +77,7 @@ class FiguresOut(BaseModel):
             "greedy_savings_per_month": round(greedy_saved * HOURS_PER_MONTH, 2),
             "greedy_savings_pct": _pct(greedy_saved, f.greedy_cost_per_hour),
             "greedy_baseline_cost": round(f.greedy_cost, 4),
+            "baseline_policies": f.baseline_policies,
             "placements": f.placements,
             "cost_per_hour": round(f.cost_per_hour, 6),
             "baseline_cost_per_hour": round(f.baseline_cost_per_hour, 6),

@@ -16,7 +16,7 @@ the plan's own cost: no savings are claimed against it.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -261,6 +261,9 @@ class Figures:
     greedy_cost_per_hour: float = 0.0  # the second figure: the greedy baseline's run-rate and accrual
     greedy_cost: float = 0.0
     without_baseline: int = 0  # placements whose headline baseline is unknown (no savings claimed)
+    # placements per headline baseline policy: a total may mix them (a re-plan's is the placement
+    # in force; the largest requests' the home-cloud packer), so a label names them all
+    baseline_policies: dict[str, int] = field(default_factory=dict)
 
     @property
     def savings_per_hour(self) -> float:
@@ -297,6 +300,7 @@ class Totals:
     greedy_cost_per_hour: float = 0.0
     greedy_cost: float = 0.0
     without_baseline: set[str] = field(default_factory=set)
+    policy_of: dict[str, str] = field(default_factory=dict)  # placement -> its headline baseline policy
 
     def figures(self) -> Figures:
         n = len(self.placements)
@@ -309,6 +313,7 @@ class Totals:
             self.greedy_cost_per_hour,
             self.greedy_cost,
             len(self.without_baseline),
+            dict(sorted(Counter(self.policy_of.values()).items())),
         )
 
 
@@ -368,6 +373,8 @@ def summarize_by(
             t.placements.add(it.placement_id)
             if not e.has_baseline:
                 t.without_baseline.add(it.placement_id)
+            elif e.baseline_policy is not None:
+                t.policy_of[it.placement_id] = e.baseline_policy
             t.cost += cost
             t.baseline_cost += base
             t.greedy_cost += greedy

@@ -159,3 +159,18 @@ def test_series_buckets_add_up_to_the_accrued_total() -> None:
     assert sum(p.cost for p in pts) == pytest.approx(expected, abs=1e-9)
     assert pts[0].cost == pytest.approx(2.0)  # only "a", for its first 2 hours
     assert [p.start for p in pts] == [start + timedelta(days=d) for d in range(3)]
+
+
+def test_totals_name_every_headline_baseline_they_mix() -> None:
+    """A re-plan's headline is the placement in force, the largest requests' the home-cloud
+    packer: a total adds each placement's own, so it says which and how many."""
+    policies = {"a": "kubernetes-packer", "b": "kubernetes-packer", "c": "placement-in-force", "d": None}
+    entries = [
+        _entry(pid, baseline_policy=policy, has_baseline=policy is not None, hours_ago=5)
+        for pid, policy in policies.items()
+    ]
+    items = [i for e in entries for i in items_from_placement(e, replace(PLACEMENT, id=e.placement_id))]
+    totals, groups = summarize(entries, items, group_by="provider", start=T0 - timedelta(hours=4), end=T0)
+    assert totals.baseline_policies == {"kubernetes-packer": 2, "placement-in-force": 1}
+    assert totals.without_baseline == 1
+    assert all(set(g.figures.baseline_policies) <= set(totals.baseline_policies) for g in groups)
