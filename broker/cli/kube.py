@@ -24,10 +24,16 @@ def kube_api(kubeconfig: Path | None, context: str | None) -> client.ApiClient:
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    from broker.dispatch.clusters import check_kubeconfig_file
+    from broker.errors import InvalidRequest
+
     err = Console(stderr=True)
-    if kubeconfig is not None and not kubeconfig.is_file():
-        err.print(f"[red]invalid:[/red] --kubeconfig {escape(str(kubeconfig))}: no such file", soft_wrap=True)
-        raise typer.Exit(EXIT_INVALID)
+    if kubeconfig is not None:
+        try:  # the checks `broker clusters add` makes, in words rather than the client's exceptions
+            check_kubeconfig_file(kubeconfig, context, [])
+        except InvalidRequest as exc:
+            err.print(f"[red]invalid:[/red] --kubeconfig: {escape(exc.detail)}", soft_wrap=True)
+            raise typer.Exit(EXIT_INVALID) from exc
     try:
         if kubeconfig is not None:
             api: client.ApiClient = config.new_client_from_config(config_file=str(kubeconfig), context=context)  # type: ignore[no-untyped-call]

@@ -15,10 +15,11 @@ from broker.cli.kube import kube_api
 @pytest.mark.parametrize(
     ("content", "said"),
     [
-        (None, "no such file"),
-        ("garbage: [\n", "ParserError"),
-        ("- a list\n", "TypeError"),
-        ("apiVersion: v1\n", "current-context"),
+        (None, "does not exist"),
+        ("garbage: [\n", "not valid YAML or JSON (line 2, column 1)"),
+        ("- a list\n", "this is not a kubeconfig"),
+        ("just text\n", "this is not a kubeconfig"),  # as /etc/hostname: the client said "TypeError: 'str' ..."
+        ("apiVersion: v1\n", "clusters: must be a non-empty list"),
     ],
 )
 def test_a_bad_kubeconfig_is_named_and_exits_2(
