@@ -96,4 +96,10 @@ def register(app: typer.Typer) -> None:
             err.print(f"skipped {note}")
         if overlays:
             sys.stdout.write(yaml.safe_dump_all(overlays, sort_keys=False))
-        err.print(f"{len(overlays)} NodeOverlay objects")
+            err.print(f"{len(overlays)} NodeOverlay objects")
+        else:  # kubectl apply then says "no objects passed to apply": say why first
+            err.print(
+                f"0 NodeOverlay objects: no discount rule for {provider} produced one"
+                + ("" if commitments else " (and --commitments was not given)")
+                + "; add one with `broker pricing discount`"
+            )

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from broker.app import Broker
 from broker.catalog.prices import COMMITTED, list_discounts
+from broker.core.domain import SiteKind
 from broker.db.models import PoolRow
 from broker.dispatch.clusters import list_clusters
 from broker.errors import InvalidRequest
@@ -25,11 +26,14 @@ def node_overlays(broker: Broker, *, provider: str, commitments: bool) -> tuple[
             errors=[{"loc": ["query", "provider"], "msg": f"one of {', '.join(KARPENTER_PROVIDERS)}"}],
         )
     table = broker.catalog().table
+    # regions only: a Local or Wavelength Zone's nodes carry their parent region's label
+    regions = {
+        s.id: s.id.partition(":")[2] for s in table.sites if s.provider == provider and s.kind == SiteKind.PUBLIC
+    }
     types_by_region: dict[str, set[str]] = defaultdict(set)
-    for pool in table.pools:
-        site_provider, _, region = pool.site.partition(":")
-        if site_provider == provider:
-            types_by_region[region].add(pool.instance_type)
+    for site, instance_type in zip(table.pools.column("site"), table.pools.column("instance_type"), strict=True):
+        if site in regions:
+            types_by_region[regions[site]].add(instance_type)
     rules = [
         (
             d["id"],

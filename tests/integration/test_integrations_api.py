@@ -33,6 +33,19 @@ def test_overlays_carry_the_stored_discounts_and_commitments(client: TestClient)
     assert both[1]["spec"]["price"] == "0.000000"
 
 
+def test_a_region_glob_lists_regions_not_local_zones(client: TestClient) -> None:
+    """A Local or Wavelength Zone's nodes carry their parent region's label: an overlay's region
+    values are regions only (eu-central-1-ham-1 is no value of topology.kubernetes.io/region)."""
+    r = client.post(
+        "/v1/pricing/discounts",
+        json={"provider": "aws", "discount_pct": 10, "family": "m6i.*", "region": "eu-central-*"},
+    )
+    assert r.status_code in (200, 201), r.text
+    (overlay,) = yaml.safe_load_all(client.get("/v1/integrations/karpenter/nodeoverlays").text)
+    regions = {r["key"]: r["values"] for r in overlay["spec"]["requirements"]}["topology.kubernetes.io/region"]
+    assert "eu-central-1" in regions and all(r.count("-") == 2 for r in regions), regions
+
+
 def test_a_provider_karpenter_does_not_run_on_is_a_422_naming_the_field(client: TestClient) -> None:
     r = client.get("/v1/integrations/karpenter/nodeoverlays?provider=gcp")
     assert r.status_code == 422
@@ -49,6 +62,7 @@ def test_cli_writes_yaml_on_stdout_and_notes_on_stderr(db_url: str, monkeypatch)
     assert result.exit_code == 0, result.output
     assert result.stdout == ""  # the only rule matches nothing: no documents, a note on stderr
     assert "matches no aws instance type" in result.stderr
+    assert "0 NodeOverlay objects: no discount rule for aws produced one" in result.stderr
     assert runner.invoke(app, ["export", "karpenter", "--provider", "edge"]).exit_code == 2
 
 
