@@ -88,6 +88,7 @@ def first_fit_decreasing(
     limits: Sequence[int | None] | None = None,
     *,
     few_nodes: int = _FEW_NODES,
+    merge_alike: bool = True,
 ) -> list[list[tuple[int, int]]]:
     """Each replica on the first node with room for it (and below the item's per-node limit),
     items in decreasing order of their largest share of a node (ties: the sum of shares, then
@@ -96,6 +97,9 @@ def first_fit_decreasing(
     fits = np.maximum(item_fits(sizes, cap, limits), 1)
     share = np.where(cap > 0, sizes / np.where(cap > 0, cap, 1.0), 0.0)
     order = np.lexsort((np.arange(len(counts)), -share.sum(axis=1), -share.max(axis=1))).tolist()
+    runs = _alike_runs(order, sizes, fits, item_fits(sizes, cap, None))
+    if merge_alike and len(runs) < len(order):
+        return _merged(runs, counts, sizes, cap, limits, few_nodes)
     counts_l = [int(c) for c in counts]
     most = sum(-(-c // int(f)) for c, f in zip(counts_l, fits.tolist(), strict=True))
     slack = _EPS * np.maximum(cap, 1.0)
@@ -134,6 +138,56 @@ def first_fit_decreasing(
             nodes += [[(i, int(a))] for a in amounts.tolist()]
             n_open += k
     return nodes
+
+
+def _alike_runs(order: list[int], sizes: FloatArray, fits: IntArray, room_fits: IntArray) -> list[list[int]]:
+    """`order` cut into runs of consecutive items of one size that no per-node limit binds
+    (their fit is what a node's room allows). First fit pours such a run's replicas as if they
+    were one item's, so the run is packed as one: many single-replica workloads of one shape
+    (tens of thousands in the largest requests) cost a pass each over every open node otherwise."""
+    runs: list[list[int]] = []
+    for i in order:
+        last = runs[-1][-1] if runs else -1
+        alike = last >= 0 and fits[i] == room_fits[i] and fits[last] == room_fits[last]
+        if alike and np.array_equal(sizes[i], sizes[last]):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _merged(
+    runs: list[list[int]],
+    counts: Sequence[int],
+    sizes: FloatArray,
+    cap: FloatArray,
+    limits: Sequence[int | None] | None,
+    few_nodes: int,
+) -> list[list[tuple[int, int]]]:
+    """first_fit_decreasing with each run as one item, its replicas dealt back to the run's items
+    in order, node by node: the packing the items one by one give."""
+    merged = first_fit_decreasing(
+        [sum(int(counts[i]) for i in run) for run in runs],
+        sizes[[run[0] for run in runs]],
+        cap,
+        None if limits is None else [limits[run[0]] for run in runs],  # binding only on runs of one
+        few_nodes=few_nodes,
+    )  # runs are in packing order and keep it: their shares are their first item's
+    left = [[int(counts[i]) for i in run] for run in runs]
+    at = [0] * len(runs)  # per run: the item being dealt
+    out: list[list[tuple[int, int]]] = []
+    for node in merged:
+        dealt: list[tuple[int, int]] = []
+        for r, n in node:
+            while n > 0:
+                while left[r][at[r]] == 0:
+                    at[r] += 1
+                take = min(n, left[r][at[r]])
+                dealt.append((runs[r][at[r]], take))
+                left[r][at[r]] -= take
+                n -= take
+        out.append(dealt)
+    return out
 
 
 def _ffd_few(

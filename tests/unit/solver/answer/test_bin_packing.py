@@ -149,3 +149,26 @@ def test_ffd_in_python_and_in_numpy_pack_alike(
     vectorised = first_fit_decreasing(counts, sizes, cap, limits, few_nodes=-1)
     assert few == vectorised
     assert_packs(counts, sizes, cap, few, limits)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    items=st.lists(item, min_size=1, max_size=6),
+    copies=st.lists(st.integers(1, 4), min_size=6, max_size=6),
+    scale=st.sampled_from([1, 10]),
+    few=st.sampled_from([64, -1]),
+)
+def test_alike_items_packed_as_one_give_the_packing_one_by_one(
+    items: list[tuple[int, float, float, int, int | None]], copies: list[int], scale: int, few: int
+) -> None:
+    """Items of one size that no per-node limit binds are poured as one item (thousands of
+    single-replica workloads of one shape): each node holds what packing them one by one gives."""
+    cap = np.array([4.0, 8.0, 2.0])
+    rows = [it for it, k in zip(items, copies, strict=False) for _ in range(k)]  # repeated shapes
+    counts = [n * scale for n, *_ in rows]
+    sizes = np.array([[c, m, g] for _, c, m, g, _ in rows], dtype=float)
+    limits = [lim for *_, lim in rows]
+    merged = first_fit_decreasing(counts, sizes, cap, limits, few_nodes=few)
+    one_by_one = first_fit_decreasing(counts, sizes, cap, limits, few_nodes=few, merge_alike=False)
+    assert merged == one_by_one
+    assert_packs(counts, sizes, cap, merged, limits)
