@@ -9,7 +9,6 @@ from sqlalchemy import select
 
 from broker.app import Broker
 from broker.catalog.prices import COMMITTED, list_discounts
-from broker.core.domain import SiteKind
 from broker.db.models import PoolRow
 from broker.dispatch.clusters import list_clusters
 from broker.errors import InvalidRequest
@@ -26,10 +25,7 @@ def node_overlays(broker: Broker, *, provider: str, commitments: bool) -> tuple[
             errors=[{"loc": ["query", "provider"], "msg": f"one of {', '.join(KARPENTER_PROVIDERS)}"}],
         )
     table = broker.catalog().table
-    # regions only: a Local or Wavelength Zone's nodes carry their parent region's label
-    regions = {
-        s.id: s.id.partition(":")[2] for s in table.sites if s.provider == provider and s.kind == SiteKind.PUBLIC
-    }
+    regions = _regions_not_zones({s.id: s.id.partition(":")[2] for s in table.sites if s.provider == provider})
     types_by_region: dict[str, set[str]] = defaultdict(set)
     for site, instance_type in zip(table.pools.column("site"), table.pools.column("instance_type"), strict=True):
         if site in regions:
@@ -78,3 +74,15 @@ def karmada_policies(
         raise InvalidRequest(
             str(exc), errors=[{"loc": ["query", "member"], "msg": f"no cluster for {', '.join(exc.sites)}"}]
         ) from exc
+
+
+def _regions_not_zones(region_of: dict[str, str]) -> dict[str, str]:
+    """The sites that are regions: a Local or Wavelength Zone (us-east-1-bos-1, its code its
+    parent's and more) carries its parent region's topology.kubernetes.io/region label."""
+    names = set(region_of.values())
+
+    def zone(region: str) -> bool:
+        parts = region.split("-")
+        return any("-".join(parts[:k]) in names for k in range(1, len(parts)))
+
+    return {site: r for site, r in region_of.items() if not zone(r)}

@@ -128,7 +128,9 @@ def build_sites(data: Path, rep: Report) -> list[dict[str, str]]:
             {
                 "id": f"aws:{zone}",
                 "provider": "aws",
-                "kind": "edge",
+                # a zone of a public cloud, bought as the region's nodes are: `public`. The contract's
+                # `edge` is an owned site of fixed capacity, `edge:<name>` (its name says the zone)
+                "kind": "public",
                 "region": zone,
                 "name": f"AWS {kind_name} ({info['city']}), parent {m.group('parent')}",
                 "country": iso2,

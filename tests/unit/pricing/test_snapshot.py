@@ -82,10 +82,13 @@ def test_every_eu_country_site_has_eu_and_eea() -> None:
             assert {"EU", "EEA"} <= set(s["jurisdictions"]), s["id"]
 
 
-def test_edge_sites_are_placed() -> None:
+def test_local_and_wavelength_zones_are_placed_public_sites() -> None:
     sites = {s["id"]: s for s in snapshot.read_sites()}
     bos = sites["aws:us-east-1-bos-1"]
-    assert (bos["kind"], bos["country"]) == ("edge", "US")
+    assert (bos["kind"], bos["country"]) == ("public", "US")
+    assert "Local Zone" in bos["name"]
+    # the contract: an edge or private site is `<kind>:<name>`, owned nodes; no public zone is one
+    assert all(s["id"].startswith(f"{s['kind']}:") for s in sites.values() if s["kind"] != "public")
     assert abs(bos["lat"] - 42.36) < 0.1
     assert sites["aws:eu-west-3-wl1-cmn1"]["country"] == "MA"
     assert "aws:us-east-1-wl1" not in sites
