@@ -101,3 +101,20 @@ def test_the_comparison_can_tell_placements_apart() -> None:
         assert greedy is not None and sum(greedy.values()) == replicas
         found.append(placed)
     assert found[0] != found[1]
+
+
+@pytest.mark.parametrize("tbl", ["synthetic", "owned-1"])
+def test_runs_of_alike_workloads_place_as_one_by_one(tbl: str) -> None:
+    """Consecutive workloads of one shape and one candidate set start from the view of the one
+    before (the largest requests are thousands of single-replica workloads of a shape)."""
+    rnd = random.Random(5)
+    ws = []
+    for i in range(90):
+        cpu, mem = SHAPES[(i // 15) % 3]  # runs of 15 alike, then another shape
+        spot = (CapacityType.ONDEMAND, CapacityType.SPOT) if i % 45 < 30 else (CapacityType.ONDEMAND,)
+        ws.append(Workload(f"w{i}", replicas=rnd.choice([1, 1, 2]), cpu=cpu, memory_gib=mem, capacity_types=spot))
+    p = problem(ws, tbl=TABLES[tbl]())
+    prep = prepare(p)
+    arr = _search_arrays(p)
+    placed = kubernetes_filter_score(prep.workloads, arr)
+    assert placed is not None and placed == reference.kubernetes_filter_score(prep.workloads, arr)
