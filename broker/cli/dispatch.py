@@ -18,6 +18,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
 from broker.cli.failures import print_infeasible, print_invalid
+from broker.cli.options import at_least
 from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 
@@ -211,7 +212,7 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="prices|capacity|demand|site_failure|consolidation|manual")
         ] = "manual",
         disruption_budget: Annotated[int, typer.Option(help="at most this many replicas move at once")] = 10,
-        migration_cost: Annotated[float, typer.Option(help="USD per moved replica")] = 0.05,
+        migration_cost: Annotated[float, typer.Option(callback=at_least(0), help="USD per moved replica")] = 0.05,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="store nothing")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the replan document as JSON")] = False,
     ) -> None:

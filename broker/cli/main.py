@@ -18,6 +18,7 @@ from broker.cli import remote
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
+from broker.cli.options import at_least
 from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 
@@ -101,15 +102,19 @@ def place(
     file: Annotated[Path, typer.Option("-f", "--file", help="request document (JSON or YAML; - for stdin)")],
     server: Annotated[str | None, typer.Option(help="broker URL; embedded when omitted")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="output format")] = OutputFormat.table,
-    max_cost_per_hour: Annotated[float | None, typer.Option(help="exit 4 when the plan costs more")] = None,
+    max_cost_per_hour: Annotated[
+        float | None, typer.Option(callback=at_least(0), help="exit 4 when the plan costs more")
+    ] = None,
     max_increase_pct: Annotated[
         float | None,
-        typer.Option(help="exit 4 when the plan costs this much more than the stored one of the same name"),
+        typer.Option(
+            callback=at_least(0), help="exit 4 when the plan costs this much more than the stored one of the same name"
+        ),
     ] = None,
     timeout: Annotated[
         float,
         typer.Option(
-            min=0,
+            callback=at_least(0),
             help="with --server: seconds to wait for a queued job (the server answered 202) to finish; "
             "exit 1 when it has not",
         ),

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import print_invalid
+from broker.cli.options import at_least
 from broker.errors import BrokerError, InvalidRequest
 
 DEFAULT_POLICIES = "kube-default,cheapest-fit,karpenter-like,broker"
@@ -52,7 +53,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def simulate(
         fleet: Annotated[Path, typer.Argument(help="fleet file (YAML or JSON), see docs/simulate.md")],
-        days: Annotated[float | None, typer.Option(help="days to simulate (default: the fleet's `days`)")] = None,
+        days: Annotated[
+            float | None, typer.Option(callback=at_least(0), help="days to simulate (default: the fleet's `days`)")
+        ] = None,
         policies: Annotated[str, typer.Option(help="comma-separated policies to compare")] = DEFAULT_POLICIES,
         seed: Annotated[int | None, typer.Option(help="random seed (default: the fleet's `seed`)")] = None,
         out: Annotated[
