@@ -100,7 +100,9 @@ def _read_request(path: Path) -> Any:
 def place(
     ctx: typer.Context,
     file: Annotated[Path, typer.Option("-f", "--file", help="request document (JSON or YAML; - for stdin)")],
-    server: Annotated[str | None, typer.Option(help="broker URL; embedded when omitted")] = None,
+    server: Annotated[
+        str | None, typer.Option(help="the broker's root URL (e.g. http://broker:8080); embedded when omitted")
+    ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="output format")] = OutputFormat.table,
     max_cost_per_hour: Annotated[
         float | None, typer.Option(callback=at_least(0), help="exit 4 when the plan costs more")
@@ -124,8 +126,8 @@ def place(
     --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable."""
     try:
         doc = _read_request(file)
-        if server:
-            with remote.client(server, remote.auth(edge(ctx).settings.api_key)) as http:
+        if server is not None:  # an empty one too: it is an error, not an embedded run
+            with remote.client(remote.root_url(server), remote.auth(edge(ctx).settings.api_key)) as http:
                 previous = remote.previous(http, str(doc.get("name", ""))) if isinstance(doc, dict) else None
                 result = remote.place(http, doc, timeout_s=timeout)
         else:
@@ -151,6 +153,9 @@ def place(
     except BrokerError as exc:
         err.print(f"[red]{exc.title}: {exc.detail}[/red]")
         raise typer.Exit(1) from exc
+    except remote.InvalidServer as exc:
+        err.print(f"[red]invalid --server:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         err.print(f"[red]invalid --server {escape(str(server))}:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from exc
@@ -169,7 +174,7 @@ def place(
                 result,
                 previous=previous,
                 request=doc,
-                sites=None if server else broker.catalog().sites,
+                sites=None if server is not None else broker.catalog().sites,
                 max_cost_per_hour=max_cost_per_hour,
                 max_increase_pct=max_increase_pct,
             )

@@ -32,6 +32,27 @@ REQUEST_TIMEOUT_S = 30.0
 DEFAULT_JOB_TIMEOUT_S = 900.0
 
 
+class InvalidServer(ValueError):
+    """A --server that names no broker's root URL (main.place: exit 2)."""
+
+
+class NotABroker(Exception):
+    """An answer the placement API never gives: --server names something else (main.place: exit 5)."""
+
+
+def root_url(server: str) -> str:
+    """The broker's root URL from --server: an empty one is an error, not an embedded run (CI's
+    `--server "$BROKER_URL"` with the variable unset), and the API's own `/v1` at its end is
+    dropped, the routes being `/v1/...` under the root. Any other path is kept: a proxy's prefix."""
+    url = server.strip().rstrip("/")
+    if not url:
+        raise InvalidServer(
+            "--server is empty (is the variable meant to hold the URL unset?): give the broker's root URL, "
+            "e.g. http://broker:8080, or leave --server out to place embedded"
+        )
+    return url.removesuffix("/v1")
+
+
 def auth(key: str) -> dict[str, str]:
     """`Authorization: Bearer $BROKER_API_KEY` for a server that requires keys."""
     return {"Authorization": f"Bearer {key}"} if key else {}
@@ -39,7 +60,7 @@ def auth(key: str) -> dict[str, str]:
 
 def client(server: str, headers: dict[str, str]) -> httpx.Client:
     """The HTTP client of one command run (tests hand in a transport by replacing this)."""
-    return httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=REQUEST_TIMEOUT_S)
+    return httpx.Client(base_url=server, headers=headers, timeout=REQUEST_TIMEOUT_S)
 
 
 def _body(r: httpx.Response) -> dict[str, Any]:
@@ -83,6 +104,11 @@ def place(http: httpx.Client, doc: Any, *, timeout_s: float) -> dict[str, Any]:
         return body
     if r.status_code == 202 and body.get("id"):
         return wait_for_job(http, str(body["id"]), timeout_s=timeout_s)
+    if r.status_code == 404 and body.get("detail") == "Not Found":  # no such route: the URL is not the root
+        raise InvalidServer(
+            f"{r.request.url} is not found (404): --server takes the broker's root URL, the one its "
+            "/v1/... routes hang off (e.g. http://broker:8080)"
+        )
     raise_for_problem(r.status_code, body)
     raise AssertionError("unreachable")  # raise_for_problem always raises
 
