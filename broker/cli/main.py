@@ -123,7 +123,7 @@ def place(
     ] = remote.DEFAULT_JOB_TIMEOUT_S,
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
-    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable."""
+    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
     try:
         doc = _read_request(file)
         if server is not None:  # an empty one too: it is an error, not an embedded run
@@ -159,6 +159,9 @@ def place(
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         err.print(f"[red]invalid --server {escape(str(server))}:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from exc
+    except remote.NotABroker as exc:  # --server names something else: like a broker out of reach
+        err.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        raise typer.Exit(EXIT_UNREACHABLE) from exc
     except httpx.TransportError as exc:  # refused, unknown host, TLS, timeout: one line, not a traceback
         why = escape(str(exc) or type(exc).__name__)
         err.print(f"[red]cannot reach {escape(str(server))}:[/red] {why}", soft_wrap=True)

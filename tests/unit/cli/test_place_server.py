@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from broker.cli.exit_codes import EXIT_INVALID, EXIT_OK
+from broker.cli.exit_codes import EXIT_INVALID, EXIT_OK, EXIT_UNREACHABLE
 from broker.cli.main import app
 
 RESULT = {"id": "pl_1", "status": "optimal", "cost_per_hour": 1.25, "nodes": [], "assignments": []}
@@ -126,3 +126,44 @@ def test_a_url_with_no_placement_api_says_server_takes_the_root_url(
     assert r.exit_code == EXIT_INVALID, r.output
     assert "root URL" in r.stderr and f"{s.url}/api/v1/placements" in r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ((200, "text/html; charset=utf-8", b"<html><body>It works!</body></html>"), "(text/html, HTTP 200)"),
+        (json_answer(200, {"hello": 1}), "(application/json without a "),
+        (json_answer(200, [1, 2]), "(application/json, HTTP 200)"),
+        ((200, "application/json", b"{not json"), "(application/json, HTTP 200)"),
+        ((400, "text/html", b"<h1>Bad Request</h1>"), "(text/html, HTTP 400)"),
+        (json_answer(202, {"queued": True}), "without a job id"),
+    ],
+    ids=["html", "json-object", "json-list", "broken-json", "html-400", "202-without-job"],
+)
+@pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
+def test_a_server_that_is_not_a_broker_is_one_line_and_exit_5(
+    stub: Callable[[Answer], Stub], request_file: Path, answer: tuple[int, str, bytes], said: str, fmt: str
+) -> None:
+    s = stub(lambda method, path: answer)
+    r = runner.invoke(app, ["place", "-f", str(request_file), "--server", s.url, "--format", fmt])
+    assert r.exit_code == EXIT_UNREACHABLE, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)  # no traceback
+    assert r.stdout == ""  # nothing of the stranger's answer
+    assert "not a placement-broker answer" in r.stderr and said in r.stderr
+    assert r.stderr.startswith(s.url)
+
+
+def test_a_job_that_succeeds_without_a_placement_is_not_a_broker(
+    stub: Callable[[Answer], Stub], request_file: Path
+) -> None:
+    def answer(method: str, path: str) -> tuple[int, str, bytes]:
+        if method == "POST":
+            return json_answer(202, {"id": "job_1", "status": "queued"})
+        if path == "/v1/jobs/job_1":
+            return json_answer(200, {"id": "job_1", "status": "succeeded", "result": {"hello": 1}})
+        return json_answer(200, {"items": []})
+
+    s = stub(answer)
+    r = runner.invoke(app, ["place", "-f", str(request_file), "--server", s.url, "--format", "json"])
+    assert r.exit_code == EXIT_UNREACHABLE, r.output
+    assert "not a placement-broker answer" in r.stderr and r.stdout == ""
