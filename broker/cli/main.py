@@ -124,6 +124,7 @@ def place(
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
     --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
+    doc: Any = None
     try:
         doc = _read_request(file)
         if server is not None:  # an empty one too: it is an error, not an embedded run
@@ -142,13 +143,13 @@ def place(
                 # nothing times out an embedded run: it gets the asynchronous cap, like a job
                 result = placement_document(broker.place(doc, synchronous=False)[0])
     except Infeasible as exc:
-        _print_infeasible(exc, fmt)
+        _print_infeasible(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_INFEASIBLE) from exc
     except InvalidRequest as exc:
-        _print_invalid(exc, fmt)
+        _print_invalid(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_INVALID) from exc
     except OverBudget as exc:
-        err.print(f"[red]over budget:[/red] {exc.detail}")
+        _print_over_budget(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_OVER_LIMIT) from exc
     except BrokerError as exc:
         err.print(f"[red]{exc.title}: {exc.detail}[/red]")
@@ -202,18 +203,46 @@ def place(
         raise typer.Exit(EXIT_OVER_LIMIT)
 
 
-def _print_infeasible(exc: Infeasible, fmt: OutputFormat) -> None:
+def _name(doc: Any) -> str:
+    """The request's name for a failure's document (none when the file could not be read)."""
+    return str(doc.get("name") or "") if isinstance(doc, dict) else ""
+
+
+# A failed `broker place`: the message on stderr and, with --format json or markdown, a document
+# on stdout, so a pipeline parsing or posting stdout gets what failed and why, never nothing.
+
+
+def _print_infeasible(exc: Infeasible, fmt: OutputFormat, name: str) -> None:
+    from broker.cli.render import render_infeasible_markdown
+
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2))
         return
     print_infeasible(exc)
+    if fmt is OutputFormat.markdown:
+        print(render_infeasible_markdown(name, exc.detail, exc.conflicts))
 
 
-def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
+def _print_invalid(exc: InvalidRequest, fmt: OutputFormat, name: str) -> None:
+    from broker.cli.render import render_invalid_markdown
+
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "invalid", "detail": exc.detail, "errors": exc.errors}, indent=2))
         return
     print_invalid(exc, "request")
+    if fmt is OutputFormat.markdown:
+        print(render_invalid_markdown(name, exc.detail, exc.errors))
+
+
+def _print_over_budget(exc: OverBudget, fmt: OutputFormat, name: str) -> None:
+    from broker.cli.render import render_over_budget_markdown
+
+    err.print(f"[red]over budget:[/red] {escape(exc.detail)}", soft_wrap=True)
+    budget = exc.extra.get("budget")
+    if fmt is OutputFormat.json:
+        print(json.dumps({"status": "over_budget", "detail": exc.detail, "budget": budget}, indent=2))
+    elif fmt is OutputFormat.markdown:
+        print(render_over_budget_markdown(name, exc.detail, budget if isinstance(budget, dict) else None))
 
 
 # Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.
