@@ -215,22 +215,20 @@ def _name(doc: Any) -> str:
 def _print_infeasible(exc: Infeasible, fmt: OutputFormat, name: str) -> None:
     from broker.cli.render import render_infeasible_markdown
 
+    print_infeasible(exc)
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2))
-        return
-    print_infeasible(exc)
-    if fmt is OutputFormat.markdown:
+    elif fmt is OutputFormat.markdown:
         print(render_infeasible_markdown(name, exc.detail, exc.conflicts))
 
 
 def _print_invalid(exc: InvalidRequest, fmt: OutputFormat, name: str) -> None:
     from broker.cli.render import render_invalid_markdown
 
+    print_invalid(exc, "request")
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "invalid", "detail": exc.detail, "errors": exc.errors}, indent=2))
-        return
-    print_invalid(exc, "request")
-    if fmt is OutputFormat.markdown:
+    elif fmt is OutputFormat.markdown:
         print(render_invalid_markdown(name, exc.detail, exc.errors))
 
 

@@ -14,7 +14,7 @@ import yaml
 from click.testing import Result
 from typer.testing import CliRunner
 
-from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OVER_LIMIT
+from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT
 from broker.cli.main import app
 from tests.e2e.live_server import serving
 
@@ -89,3 +89,24 @@ def test_over_a_budget_prints_a_comment_and_a_document(
     assert out["budget"]["projected"] > 100 and "over budget" in js.stderr
     table = _place(f, "table", server)
     assert table.exit_code == EXIT_OVER_LIMIT and table.stdout == ""  # a table has no failure document
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown", "table"])
+def test_an_invalid_request_is_a_message_on_stderr_whatever_the_format(env: str, tmp_path: Path, fmt: str) -> None:
+    f = tmp_path / "req.yaml"
+    f.write_text("name: web\nworkloads: [{name: a, replicas: -2, cpu: 1, memory_gib: 1}]\n")
+    r = _place(f, fmt, None)
+    assert r.exit_code == EXIT_INVALID, r.output
+    assert "invalid request" in r.stderr and "replicas" in r.stderr  # the message names the field
+    if fmt == "json":
+        doc = json.loads(r.stdout)  # the document on stdout as well
+        assert doc["status"] == "invalid" and any("replicas" in e["loc"] for e in doc["errors"])
+    elif fmt == "markdown":
+        assert r.stdout.startswith("### Placement `web` — ❌ invalid request") and "replicas" in r.stdout
+
+
+def test_infeasible_with_json_says_so_on_stderr_too(env: str) -> None:
+    r = _place(EXAMPLES / "impossible.yaml", "json", None)
+    assert r.exit_code == EXIT_INFEASIBLE, r.output
+    assert r.stderr.startswith("infeasible:") and "residency:gdpr-eu on checkout-api" in r.stderr
+    assert json.loads(r.stdout)["status"] == "infeasible"
