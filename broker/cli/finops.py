@@ -10,6 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from broker.cli.context import edge
+from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import print_invalid_options
+from broker.errors import InvalidRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -19,7 +22,9 @@ def register(app: typer.Typer) -> None:
     @finops_app.command("savings")
     def savings(
         ctx: typer.Context,
-        group_by: Annotated[str, typer.Option(help="provider, site, tenant, team, pool, name, workload")] = "provider",
+        group_by: Annotated[
+            str, typer.Option(help="provider, site, tenant, team, pool, name, workload or capacity_type")
+        ] = "provider",
         tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
     ) -> None:
@@ -28,7 +33,11 @@ def register(app: typer.Typer) -> None:
         from broker.finops.documents import SavingsOut
         from broker.finops.service import FinOps
 
-        report = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by)
+        try:
+            report = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by)
+        except InvalidRequest as exc:
+            print_invalid_options(exc, {"group_by": "--group-by"})
+            raise typer.Exit(EXIT_INVALID) from exc
         doc = SavingsOut.from_domain(report).model_dump(mode="json", by_alias=True)
         if as_json:
             print(json.dumps(doc, indent=2))
