@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from datetime import datetime
 
 import typer
 
@@ -26,3 +27,17 @@ def at_least(minimum: float = 0.0) -> Callable[[float | None], float | None]:
         return value
 
     return check
+
+
+def api_time(value: str | None, option: str) -> datetime | None:
+    """A --from/--to parsed as the API parses its ?from=/?to= (pydantic: an ISO 8601 date or date-time,
+    or Unix seconds; naive is UTC), so the command and `GET /v1/...` take the same values. Not one: exit 2
+    naming the option (click's usage error)."""
+    if value is None:
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(datetime).validate_python(value)
+    except ValidationError as exc:
+        raise typer.BadParameter(f"{value!r}: {exc.errors()[0]['msg']}", param_hint=f"'{option}'") from exc
