@@ -11,6 +11,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import exits_on_error
+from broker.cli.options import at_least
 
 
 def register(app: typer.Typer) -> None:
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
     def budget_set(
         ctx: typer.Context,
         tenant: Annotated[str, typer.Option(help="tenant")],
-        monthly_usd: Annotated[float, typer.Option(help="monthly budget in USD")],
+        monthly_usd: Annotated[float, typer.Option(callback=at_least(0), help="monthly budget in USD")],
         team: Annotated[str, typer.Option(help="team label; omitted: the whole tenant")] = "",
     ) -> None:
         """Set a monthly budget; placements that would exceed it are refused (CLI exit 4)."""

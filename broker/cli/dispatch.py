@@ -18,6 +18,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
 from broker.cli.failures import print_infeasible, print_invalid
+from broker.cli.options import at_least
 from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 
@@ -35,14 +36,29 @@ def _fail(exc: BrokerError) -> typer.Exit:
     return typer.Exit(EXIT_INVALID if isinstance(exc, NotFound) else EXIT_FAILED)
 
 
-def _pairs(values: list[str], what: str) -> dict[str, str]:
+def _pairs(values: list[str], option: str, form: str) -> dict[str, str]:
+    """`WORKLOAD=VALUE` options (repeated) by workload; a malformed one names the option and its form."""
     pairs = {}
     for v in values:
         key, sep, val = v.partition("=")
         if not sep or not key or not val:
-            raise InvalidRequest(f"{what} must look like WORKLOAD=VALUE, got {v!r}", errors=[{"loc": [what], "msg": v}])
+            raise InvalidRequest(f"{option} must look like {form}, got {v!r}", errors=[{"loc": [option], "msg": v}])
         pairs[key] = val
     return pairs
+
+
+def _replica_counts(values: list[str]) -> dict[str, int]:
+    """`--replicas WORKLOAD=N`: N a whole number, said in the option's words (not int()'s)."""
+    counts = {}
+    for workload, n in _pairs(values, "--replicas", "WORKLOAD=N").items():
+        try:
+            counts[workload] = int(n)
+        except ValueError:
+            raise InvalidRequest(
+                f"--replicas must look like WORKLOAD=N with N a whole number, got {workload}={n!r}",
+                errors=[{"loc": ["--replicas"], "msg": f"{workload}={n}"}],
+            ) from None
+    return counts
 
 
 def register(app: typer.Typer) -> None:
@@ -168,8 +184,12 @@ def register(app: typer.Typer) -> None:
         from broker.dispatch.outbox import FAILED, DispatchService
 
         try:
-            templates = {w: Path(f).read_text() for w, f in _pairs(template or [], "template").items()}
-            doc = DispatchIn(dry_run=dry_run, templates=templates, images=_pairs(image or [], "image"))
+            templates = {
+                w: Path(f).read_text() for w, f in _pairs(template or [], "--template", "WORKLOAD=FILE").items()
+            }
+            doc = DispatchIn(
+                dry_run=dry_run, templates=templates, images=_pairs(image or [], "--image", "WORKLOAD=IMAGE")
+            )
             result = DispatchService(edge(ctx).broker()).dispatch(placement_id, doc)
         except OSError as exc:
             err.print(f"[red]cannot read template:[/red] {exc}")
@@ -211,7 +231,7 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="prices|capacity|demand|site_failure|consolidation|manual")
         ] = "manual",
         disruption_budget: Annotated[int, typer.Option(help="at most this many replicas move at once")] = 10,
-        migration_cost: Annotated[float, typer.Option(help="USD per moved replica")] = 0.05,
+        migration_cost: Annotated[float, typer.Option(callback=at_least(0), help="USD per moved replica")] = 0.05,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="store nothing")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the replan document as JSON")] = False,
     ) -> None:
@@ -222,7 +242,7 @@ def register(app: typer.Typer) -> None:
         from broker.dispatch.replan import ReplanService
 
         try:
-            counts = {w: int(n) for w, n in _pairs(replicas or [], "replicas").items()}
+            counts = _replica_counts(replicas or [])
             doc = ReplanIn(
                 reason=reason,  # validated by the model
                 exclude_sites=exclude_site or [],

@@ -8,4 +8,4 @@ EXIT_FAILED = 1  # the command ran and failed (a refresh that kept the old price
 EXIT_INVALID = 2  # invalid input: a file, an option or a request document; nothing stored
 EXIT_INFEASIBLE = 3  # no placement satisfies every hard constraint
 EXIT_OVER_LIMIT = 4  # over a cost limit or a budget
-EXIT_UNREACHABLE = 5  # --server names a broker that cannot be reached
+EXIT_UNREACHABLE = 5  # --server names a broker that cannot be reached, or something that is not a broker

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import writing
 from broker.errors import InvalidRequest
 
 
@@ -69,7 +70,8 @@ def register(app: typer.Typer) -> None:
             sys.stdout.buffer.write(body)
             sys.stdout.flush()
         else:
-            output.write_bytes(body)
+            with writing(output, "--output"):
+                output.write_bytes(body)
             err.print(f"wrote {len(rows)} FOCUS rows to {output}")
 
     @export_app.command("karpenter")

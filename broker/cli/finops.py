@@ -10,6 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from broker.cli.context import edge
+from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import print_invalid_options
+from broker.cli.options import api_time
+from broker.errors import InvalidRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -19,16 +23,31 @@ def register(app: typer.Typer) -> None:
     @finops_app.command("savings")
     def savings(
         ctx: typer.Context,
-        group_by: Annotated[str, typer.Option(help="provider, site, tenant, team, pool, name, workload")] = "provider",
+        group_by: Annotated[
+            str, typer.Option(help="provider, site, tenant, team, pool, name, workload or capacity_type")
+        ] = "provider",
         tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
+        start: Annotated[
+            str | None,
+            typer.Option(
+                "--from", help="window start: ISO 8601 date or time, or Unix seconds (default: --to - 30 days)"
+            ),
+        ] = None,
+        end: Annotated[str | None, typer.Option("--to", help="window end, exclusive, as --from (default: now)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
     ) -> None:
         """Savings against the headline baseline (kubernetes-packer; the placement in force for a
-        re-plan) over the last 30 days, grouped; the greedy per-workload figure beside it."""
+        re-plan) over a window (the last 30 days unless --from/--to say otherwise, as GET /v1/savings),
+        grouped; the greedy per-workload figure beside it."""
         from broker.finops.documents import SavingsOut
         from broker.finops.service import FinOps
 
-        report = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by)
+        try:
+            lo, hi = api_time(start, "--from"), api_time(end, "--to")
+            report = FinOps(edge(ctx).broker()).savings(tenant=tenant, group_by=group_by, start=lo, end=hi)
+        except InvalidRequest as exc:  # the API's checks on its query: from < to, years 1970-2200
+            print_invalid_options(exc, {"group_by": "--group-by", "from": "--from", "to": "--to"})
+            raise typer.Exit(EXIT_INVALID) from exc
         doc = SavingsOut.from_domain(report).model_dump(mode="json", by_alias=True)
         if as_json:
             print(json.dumps(doc, indent=2))

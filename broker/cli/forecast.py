@@ -12,6 +12,7 @@ from rich.table import Table
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
+from broker.cli.failures import writing
 from broker.errors import BrokerError, InvalidRequest
 
 if TYPE_CHECKING:  # pandas and the forecast core load when a forecast command runs, not on every start
@@ -128,7 +129,8 @@ def register(app: typer.Typer) -> None:
             import pandas as pd
 
             frame = pd.concat(predictions, ignore_index=True)
-            frame.to_csv(predictions_out, index=False)
+            with writing(predictions_out, "--predictions-out"):
+                frame.to_csv(predictions_out, index=False)
             out.print(f"wrote {len(frame)} predictions to {predictions_out}")
 
     @fc_app.command("train")

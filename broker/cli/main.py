@@ -18,6 +18,7 @@ from broker.cli import remote
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
+from broker.cli.options import at_least
 from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 
@@ -99,28 +100,35 @@ def _read_request(path: Path) -> Any:
 def place(
     ctx: typer.Context,
     file: Annotated[Path, typer.Option("-f", "--file", help="request document (JSON or YAML; - for stdin)")],
-    server: Annotated[str | None, typer.Option(help="broker URL; embedded when omitted")] = None,
+    server: Annotated[
+        str | None, typer.Option(help="the broker's root URL (e.g. http://broker:8080); embedded when omitted")
+    ] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="output format")] = OutputFormat.table,
-    max_cost_per_hour: Annotated[float | None, typer.Option(help="exit 4 when the plan costs more")] = None,
+    max_cost_per_hour: Annotated[
+        float | None, typer.Option(callback=at_least(0), help="exit 4 when the plan costs more")
+    ] = None,
     max_increase_pct: Annotated[
         float | None,
-        typer.Option(help="exit 4 when the plan costs this much more than the stored one of the same name"),
+        typer.Option(
+            callback=at_least(0), help="exit 4 when the plan costs this much more than the stored one of the same name"
+        ),
     ] = None,
     timeout: Annotated[
         float,
         typer.Option(
-            min=0,
+            callback=at_least(0),
             help="with --server: seconds to wait for a queued job (the server answered 202) to finish; "
             "exit 1 when it has not",
         ),
     ] = remote.DEFAULT_JOB_TIMEOUT_S,
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
-    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable."""
+    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
+    doc: Any = None
     try:
         doc = _read_request(file)
-        if server:
-            with remote.client(server, remote.auth(edge(ctx).settings.api_key)) as http:
+        if server is not None:  # an empty one too: it is an error, not an embedded run
+            with remote.client(remote.root_url(server), remote.auth(edge(ctx).settings.api_key)) as http:
                 previous = remote.previous(http, str(doc.get("name", ""))) if isinstance(doc, dict) else None
                 result = remote.place(http, doc, timeout_s=timeout)
         else:
@@ -135,20 +143,26 @@ def place(
                 # nothing times out an embedded run: it gets the asynchronous cap, like a job
                 result = placement_document(broker.place(doc, synchronous=False)[0])
     except Infeasible as exc:
-        _print_infeasible(exc, fmt)
+        _print_infeasible(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_INFEASIBLE) from exc
     except InvalidRequest as exc:
-        _print_invalid(exc, fmt)
+        _print_invalid(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_INVALID) from exc
     except OverBudget as exc:
-        err.print(f"[red]over budget:[/red] {exc.detail}")
+        _print_over_budget(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_OVER_LIMIT) from exc
     except BrokerError as exc:
         err.print(f"[red]{exc.title}: {exc.detail}[/red]")
         raise typer.Exit(1) from exc
+    except remote.InvalidServer as exc:
+        err.print(f"[red]invalid --server:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         err.print(f"[red]invalid --server {escape(str(server))}:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from exc
+    except remote.NotABroker as exc:  # --server names something else: like a broker out of reach
+        err.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        raise typer.Exit(EXIT_UNREACHABLE) from exc
     except httpx.TransportError as exc:  # refused, unknown host, TLS, timeout: one line, not a traceback
         why = escape(str(exc) or type(exc).__name__)
         err.print(f"[red]cannot reach {escape(str(server))}:[/red] {why}", soft_wrap=True)
@@ -164,7 +178,7 @@ def place(
                 result,
                 previous=previous,
                 request=doc,
-                sites=None if server else broker.catalog().sites,
+                sites=None if server is not None else broker.catalog().sites,
                 max_cost_per_hour=max_cost_per_hour,
                 max_increase_pct=max_increase_pct,
             )
@@ -189,18 +203,44 @@ def place(
         raise typer.Exit(EXIT_OVER_LIMIT)
 
 
-def _print_infeasible(exc: Infeasible, fmt: OutputFormat) -> None:
+def _name(doc: Any) -> str:
+    """The request's name for a failure's document (none when the file could not be read)."""
+    return str(doc.get("name") or "") if isinstance(doc, dict) else ""
+
+
+# A failed `broker place`: the message on stderr and, with --format json or markdown, a document
+# on stdout, so a pipeline parsing or posting stdout gets what failed and why, never nothing.
+
+
+def _print_infeasible(exc: Infeasible, fmt: OutputFormat, name: str) -> None:
+    from broker.cli.render import render_infeasible_markdown
+
+    print_infeasible(exc)
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "infeasible", "detail": exc.detail, "conflicts": exc.conflicts}, indent=2))
-        return
-    print_infeasible(exc)
+    elif fmt is OutputFormat.markdown:
+        print(render_infeasible_markdown(name, exc.detail, exc.conflicts))
 
 
-def _print_invalid(exc: InvalidRequest, fmt: OutputFormat) -> None:
+def _print_invalid(exc: InvalidRequest, fmt: OutputFormat, name: str) -> None:
+    from broker.cli.render import render_invalid_markdown
+
+    print_invalid(exc, "request")
     if fmt is OutputFormat.json:
         print(json.dumps({"status": "invalid", "detail": exc.detail, "errors": exc.errors}, indent=2))
-        return
-    print_invalid(exc, "request")
+    elif fmt is OutputFormat.markdown:
+        print(render_invalid_markdown(name, exc.detail, exc.errors))
+
+
+def _print_over_budget(exc: OverBudget, fmt: OutputFormat, name: str) -> None:
+    from broker.cli.render import render_over_budget_markdown
+
+    err.print(f"[red]over budget:[/red] {escape(exc.detail)}", soft_wrap=True)
+    budget = exc.extra.get("budget")
+    if fmt is OutputFormat.json:
+        print(json.dumps({"status": "over_budget", "detail": exc.detail, "budget": budget}, indent=2))
+    elif fmt is OutputFormat.markdown:
+        print(render_over_budget_markdown(name, exc.detail, budget if isinstance(budget, dict) else None))
 
 
 # Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.

@@ -13,6 +13,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.kube import kube_api, stop_on_signals
+from broker.cli.options import at_least
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -49,7 +50,10 @@ def register(app: typer.Typer) -> None:
         kueue_version: Annotated[str, typer.Option(help="Kueue API version: v1beta1 (v0.13+) or v1beta2")] = "v1beta1",
         step: Annotated[int, typer.Option(min=1, max=10, help="clusters added to a nomination per round")] = 1,
         round_seconds: Annotated[
-            float, typer.Option(min=1, help="how long nominated clusters get to admit before the next ones join")
+            float,
+            typer.Option(
+                callback=at_least(1), help="how long nominated clusters get to admit before the next ones join"
+            ),
         ] = 300.0,
         tenant: TenantOpt = "default",
         once: Annotated[bool, typer.Option(help="nominate what waits now, then exit")] = False,

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
+from broker.cli.options import at_least
 from broker.errors import InvalidRequest
 
 
@@ -89,7 +90,7 @@ def register(app: typer.Typer) -> None:
     def discount_cmd(
         ctx: typer.Context,
         provider: Annotated[str, typer.Option(help="aws | azure | gcp")],
-        pct: Annotated[float, typer.Option(help="discount in percent off the list price")],
+        pct: Annotated[float, typer.Option(callback=at_least(0), help="discount in percent off the list price")],
         family: Annotated[str, typer.Option(help="glob on the instance type, e.g. 'm6i.*'")] = "*",
         region: Annotated[str, typer.Option(help="glob on the region, e.g. 'eu-*'")] = "*",
         capacity_type: Annotated[list[str] | None, typer.Option(help="ondemand | spot | reserved; repeat")] = None,
@@ -118,7 +119,9 @@ def register(app: typer.Typer) -> None:
         site: Annotated[str, typer.Option(help="e.g. aws:eu-central-1")],
         instance_type: Annotated[str, typer.Option(help="e.g. m6i.xlarge")],
         count: Annotated[int, typer.Option(help="nodes already bought (reserved instances, committed nodes)")],
-        usd_per_hour: Annotated[float, typer.Option(help="marginal price still paid per node-hour; 0 = sunk")] = 0.0,
+        usd_per_hour: Annotated[
+            float, typer.Option(callback=at_least(0), help="marginal price still paid per node-hour; 0 = sunk")
+        ] = 0.0,
     ) -> None:
         """Record already-bought capacity; the solver fills it before buying anything."""
         from broker.catalog.prices import commit_capacity

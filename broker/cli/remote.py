@@ -32,6 +32,27 @@ REQUEST_TIMEOUT_S = 30.0
 DEFAULT_JOB_TIMEOUT_S = 900.0
 
 
+class InvalidServer(ValueError):
+    """A --server that names no broker's root URL (main.place: exit 2)."""
+
+
+class NotABroker(Exception):
+    """An answer the placement API never gives: --server names something else (main.place: exit 5)."""
+
+
+def root_url(server: str) -> str:
+    """The broker's root URL from --server: an empty one is an error, not an embedded run (CI's
+    `--server "$BROKER_URL"` with the variable unset), and the API's own `/v1` at its end is
+    dropped, the routes being `/v1/...` under the root. Any other path is kept: a proxy's prefix."""
+    url = server.strip().rstrip("/")
+    if not url:
+        raise InvalidServer(
+            "--server is empty (is the variable meant to hold the URL unset?): give the broker's root URL, "
+            "e.g. http://broker:8080, or leave --server out to place embedded"
+        )
+    return url.removesuffix("/v1")
+
+
 def auth(key: str) -> dict[str, str]:
     """`Authorization: Bearer $BROKER_API_KEY` for a server that requires keys."""
     return {"Authorization": f"Bearer {key}"} if key else {}
@@ -39,7 +60,7 @@ def auth(key: str) -> dict[str, str]:
 
 def client(server: str, headers: dict[str, str]) -> httpx.Client:
     """The HTTP client of one command run (tests hand in a transport by replacing this)."""
-    return httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=REQUEST_TIMEOUT_S)
+    return httpx.Client(base_url=server, headers=headers, timeout=REQUEST_TIMEOUT_S)
 
 
 def _body(r: httpx.Response) -> dict[str, Any]:
@@ -50,6 +71,37 @@ def _body(r: httpx.Response) -> dict[str, Any]:
             return {"detail": r.text}
         return dict(doc) if isinstance(doc, dict) else {"detail": r.text}
     return {"detail": r.text}
+
+
+def _content_type(r: httpx.Response) -> str:
+    return r.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+
+
+def _not_a_broker(r: httpx.Response, what: str) -> NotABroker:
+    return NotABroker(f"{r.request.url}: not a placement-broker answer ({what}, HTTP {r.status_code})")
+
+
+def _json_object(r: httpx.Response) -> dict[str, Any]:
+    """An answer's JSON object: the placement API answers nothing else (problems are problem+json),
+    so an HTML page or a bare value means --server names something else."""
+    try:
+        doc = r.json() if _content_type(r).endswith("json") else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise _not_a_broker(r, _content_type(r))
+    return doc
+
+
+def _placement(r: httpx.Response, doc: Any) -> dict[str, Any]:
+    """`doc` if it is a placement document (what the gates and renderings read is there)."""
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("cost_per_hour"), int | float)
+        or not isinstance(doc.get("assignments"), list)
+    ):
+        raise _not_a_broker(r, f"{_content_type(r)} without a placement's cost_per_hour and assignments")
+    return doc
 
 
 def raise_for_problem(status: int, body: dict[str, Any]) -> None:
@@ -68,21 +120,34 @@ def raise_for_problem(status: int, body: dict[str, Any]) -> None:
 def previous(http: httpx.Client, name: str) -> dict[str, Any] | None:
     """The newest stored placement of that name (for --max-increase-pct), if any."""
     r = http.get("/v1/placements", params={"name": name, "limit": 1})
-    items = r.json().get("items", []) if r.status_code == 200 else []
+    items = _json_object(r).get("items") if r.status_code == 200 else []
+    if not isinstance(items, list) or not all(isinstance(i, dict) and "id" in i for i in items):
+        raise _not_a_broker(r, f"{_content_type(r)} without a list of placements")
     if not items:
         return None
     got = http.get(f"/v1/placements/{items[0]['id']}")
-    return dict(got.json()) if got.status_code == 200 else None
+    return _placement(got, _json_object(got)) if got.status_code == 200 else None
 
 
 def place(http: httpx.Client, doc: Any, *, timeout_s: float) -> dict[str, Any]:
     """The placement document the server answers, waiting for it when it queues a job."""
     r = http.post("/v1/placements", json=doc, timeout=300)
-    body = _body(r)
     if r.status_code in (200, 201):
-        return body
-    if r.status_code == 202 and body.get("id"):
-        return wait_for_job(http, str(body["id"]), timeout_s=timeout_s)
+        return _placement(r, _json_object(r))
+    if r.status_code == 202:
+        job = _json_object(r)
+        if not job.get("id"):
+            raise _not_a_broker(r, f"{_content_type(r)} without a job id")
+        return wait_for_job(http, str(job["id"]), timeout_s=timeout_s)
+    body = _body(r)
+    if r.status_code == 404 and (body.get("detail") == "Not Found" or "json" not in _content_type(r)):
+        # no such route (the framework's 404, or a web server's page): the URL is not the broker's root
+        raise InvalidServer(
+            f"{r.request.url} is not found (404): --server takes the broker's root URL, the one its "
+            "/v1/... routes hang off (e.g. http://broker:8080)"
+        )
+    if r.status_code < 500:  # the broker's problems are JSON; a 5xx page may be a proxy's (exit 1 below)
+        _json_object(r)
     raise_for_problem(r.status_code, body)
     raise AssertionError("unreachable")  # raise_for_problem always raises
 
@@ -117,12 +182,12 @@ def wait_for_job(http: httpx.Client, job_id: str, *, timeout_s: float) -> dict[s
                     last_error = exc
                 else:
                     if r.status_code == 200:
-                        job = _body(r)
+                        job = _json_object(r)
                         if job.get("status") != state:
                             state = str(job.get("status"))
                             err.print(f"job {escape(job_id)}: {escape(state)} after {time.monotonic() - start:.1f} s")
                         if state == "succeeded" and isinstance(job.get("result"), dict):
-                            return dict(job["result"])
+                            return _placement(r, job["result"])
                         if state == "succeeded":  # a server that lost the document: say so, not a KeyError
                             raise_for_problem(500, {"detail": f"job {job_id} succeeded without a placement document"})
                         if state == "failed":

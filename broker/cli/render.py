@@ -242,3 +242,53 @@ def render_markdown(
         lines += [f"| `{n['pool']}` | {n['count']} | {float(n['cost_per_hour']):.4f} |" for n in nodes]
         lines += ["", "</details>"]
     return "\n".join(lines)
+
+
+# A gate that fails before there is a plan still posts a comment: the pipeline that posts stdout
+# as a pull-request comment would otherwise post an empty one (exit 2, 3 and 4 with --format markdown).
+
+
+def _failed_heading(name: str, what: str) -> list[str]:
+    return [f"### Placement `{name}` — ❌ {what}", ""]
+
+
+def render_infeasible_markdown(name: str, detail: str, conflicts: list[str]) -> str:
+    """Exit 3: no plan keeps every hard constraint; the conflicting set says which to relax."""
+    lines = _failed_heading(name, "infeasible")
+    lines += [f"No placement satisfies every hard constraint: {_cell(detail)}", ""]
+    if conflicts:
+        lines += ["**Conflicting constraints** (relaxing any one of them may make it feasible)", ""]
+        lines += [f"- `{c}`" for c in conflicts]
+    return "\n".join(lines)
+
+
+def _usd(x: Any) -> str:
+    if not isinstance(x, int | float):
+        return "n/a"
+    return f"{'-' if x < 0 else ''}${abs(x):,.2f}"
+
+
+def render_over_budget_markdown(name: str, detail: str, budget: Mapping[str, Any] | None) -> str:
+    """Exit 4 over a budget: the budget's figures per month, as the API's over-budget problem has them."""
+    lines = _failed_heading(name, "over budget")
+    lines += [_cell(detail), ""]
+    if budget:
+        scope = f"team `{budget['team']}`" if budget.get("team") else "tenant"
+        lines += [
+            "| budget | monthly budget | committed | this placement | projected | remaining |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| {scope} | {_usd(budget.get('monthly_usd'))} | {_usd(budget.get('used'))} | "
+            f"{_usd(budget.get('this_placement'))} | {_usd(budget.get('projected'))} | "
+            f"{_usd(budget.get('remaining'))} |",
+        ]
+    return "\n".join(lines)
+
+
+def render_invalid_markdown(name: str, detail: str, errors: list[dict[str, Any]]) -> str:
+    """Exit 2: the request (or its file) is not valid; each offending field."""
+    lines = _failed_heading(name, "invalid request")
+    lines += [_cell(detail), ""]
+    for e in errors:
+        loc = ".".join(str(p) for p in e.get("loc", []))
+        lines.append(f"- `{loc}`: {_cell(str(e.get('msg', '')))}")
+    return "\n".join(lines)

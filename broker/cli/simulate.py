@@ -11,7 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
-from broker.cli.failures import print_invalid
+from broker.cli.failures import print_invalid, writing
+from broker.cli.options import at_least
 from broker.errors import BrokerError, InvalidRequest
 
 DEFAULT_POLICIES = "kube-default,cheapest-fit,karpenter-like,broker"
@@ -52,7 +53,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def simulate(
         fleet: Annotated[Path, typer.Argument(help="fleet file (YAML or JSON), see docs/simulate.md")],
-        days: Annotated[float | None, typer.Option(help="days to simulate (default: the fleet's `days`)")] = None,
+        days: Annotated[
+            float | None, typer.Option(callback=at_least(0), help="days to simulate (default: the fleet's `days`)")
+        ] = None,
         policies: Annotated[str, typer.Option(help="comma-separated policies to compare")] = DEFAULT_POLICIES,
         seed: Annotated[int | None, typer.Option(help="random seed (default: the fleet's `seed`)")] = None,
         out: Annotated[
@@ -70,6 +73,9 @@ def register(app: typer.Typer) -> None:
         err = Console(stderr=True)
         settings = load_settings()
         names = [p.strip() for p in policies.split(",") if p.strip()]
+        if out is not None:  # a folder that cannot be made fails now, not after the whole run
+            with writing(out, "--out"):
+                out.mkdir(parents=True, exist_ok=True)
         try:
             doc = parse_fleet(read_document(fleet))
             with err.status("loading the catalog snapshot and traces..."):
@@ -114,5 +120,7 @@ def register(app: typer.Typer) -> None:
         if out is not None:
             from broker.simulate.output import write_results
 
-            for path in write_results(sim, out):
+            with writing(out, "--out"):
+                written = write_results(sim, out)
+            for path in written:
                 err.print(f"wrote {path}")

@@ -12,6 +12,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import err, exits_on_error, print_invalid
+from broker.cli.options import at_least
 from broker.errors import InvalidRequest
 
 
@@ -49,9 +50,11 @@ def register(app: typer.Typer) -> None:
         series: Annotated[str | None, typer.Option(help="store the single result series under this name")] = None,
         series_label: Annotated[str | None, typer.Option(help="name each result series by this label")] = None,
         metric: Annotated[str, typer.Option(help="cpu (cores) or memory_gib")] = "cpu",
-        hours: Annotated[float, typer.Option(help="how far back to pull")] = 14 * 24,
+        hours: Annotated[float, typer.Option(callback=at_least(0), help="how far back to pull")] = 14 * 24,
         step: Annotated[int, typer.Option(help="resolution in seconds")] = 300,
-        end: Annotated[float | None, typer.Option(help="end as Unix seconds (default: now)")] = None,
+        end: Annotated[
+            float | None, typer.Option(callback=at_least(0), help="end as Unix seconds (default: now)")
+        ] = None,
     ) -> None:
         """Pull usage over the Prometheus HTTP API (query_range) and store it."""
         from broker.usage.service import UsageStore, fetch_prometheus, parse_query_range

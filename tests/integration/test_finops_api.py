@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -220,6 +221,50 @@ def test_cli_savings_names_both_baselines(
     assert r.exit_code == 0, r.output
     assert "against kubernetes-packer" in r.stdout and "against greedy-cheapest-fit" in r.stdout
     assert "vs greedy/month" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        lambda: _window(7),  # date-times with their offset
+        lambda: {"from": (NOW - timedelta(days=5)).date().isoformat(), "to": NOW.date().isoformat()},  # dates
+        lambda: {"from": str(int((NOW - timedelta(days=3)).timestamp())), "to": str(int(NOW.timestamp()))},
+    ],
+    ids=["datetimes", "dates", "unix-seconds"],
+)
+def test_cli_savings_from_to_prints_what_get_savings_answers(
+    client: TestClient,
+    ledger: dict[str, Any],
+    module_db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    window: Any,
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
+    w = window()
+    r = CliRunner().invoke(cli, ["finops", "savings", "--from", w["from"], "--to", w["to"], "--json"])
+    assert r.exit_code == 0, r.output
+    api = client.get("/v1/savings", params={"group_by": "provider", **w})
+    assert api.status_code == 200, api.text
+    assert json.loads(r.stdout) == api.json()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--from", "last tuesday"], "'--from'"),
+        (["--to", "2026-13-01"], "'--to'"),
+        (["--from", NOW.isoformat(), "--to", (NOW - timedelta(days=1)).isoformat()], "invalid --from"),
+        (["--from", "2300-01-01"], "invalid --from"),
+    ],
+    ids=["not-a-time", "no-such-month", "from-after-to", "out-of-range"],
+)
+def test_cli_savings_refuses_a_window_the_api_refuses(
+    module_db_url: str, monkeypatch: pytest.MonkeyPatch, args: list[str], said: str
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
+    r = CliRunner().invoke(cli, ["finops", "savings", *args])
+    assert r.exit_code == 2, r.output
+    assert said in r.stderr and r.stdout == ""
 
 
 def test_dashboard_shows_actual_demand_from_usage_history(

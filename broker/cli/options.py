@@ -1,0 +1,43 @@
+"""Checks on the numeric options of every `broker` command, so a bad value is exit 2 naming the option.
+
+click's FLOAT parses `nan` and `inf`, and its `min=` lets NaN through (every comparison with NaN is
+false): a gate `--max-cost-per-hour nan` would pass every plan. Each float option that is an amount,
+a limit or a duration therefore takes `callback=at_least(...)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+
+import typer
+
+
+def at_least(minimum: float = 0.0) -> Callable[[float | None], float | None]:
+    """An option callback refusing NaN, infinities and values below `minimum` (click's usage error:
+    exit 2, EXIT_INVALID, with the option's name)."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        if not math.isfinite(value) or value < minimum:
+            # click names the option in the message (it adds the parameter to a callback's error)
+            raise typer.BadParameter(f"must be a finite number ≥ {minimum:g}, not {value:g}")
+        return value
+
+    return check
+
+
+def api_time(value: str | None, option: str) -> datetime | None:
+    """A --from/--to parsed as the API parses its ?from=/?to= (pydantic: an ISO 8601 date or date-time,
+    or Unix seconds; naive is UTC), so the command and `GET /v1/...` take the same values. Not one: exit 2
+    naming the option (click's usage error)."""
+    if value is None:
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(datetime).validate_python(value)
+    except ValidationError as exc:
+        raise typer.BadParameter(f"{value!r}: {exc.errors()[0]['msg']}", param_hint=f"'{option}'") from exc
