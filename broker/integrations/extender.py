@@ -6,15 +6,18 @@ scheduler sends and expects capitalised field names (`Pod`, `Nodes`, `NodeNames`
 and the capitalised ones written.
 
 A node is mapped to a catalog pool by its well-known labels (provider from `spec.providerID`,
-region, instance type, capacity type). A pod says what the broker decided for it in annotations the
-dispatcher writes (`placement-broker.dev/pool`) and, optionally, which residency policy binds it
-(`placement-broker.dev/residency`):
+region, instance type, capacity type); a private or edge node names its site in an annotation and
+belongs to the site's reserved pool of its instance type (owned nodes). A pod says what the broker
+decided for it in annotations the dispatcher writes (`placement-broker.dev/pool`) and, optionally,
+which residency policy binds it (`placement-broker.dev/residency`):
 
 * filter: nodes in a site the pod's residency policy forbids fail, unresolvably (no preemption on
   that node can help); every other node passes, so the extender never strands a pod the broker
   knows nothing about.
-* prioritize: nodes of the pod's chosen pool score the maximum; other known nodes score by what a
-  replica of this pod costs there (cheapest highest); nodes of unknown pools score 0.
+* prioritize: the nodes dispatch pins the pod's chosen pool to score the maximum (a public cloud's
+  reserved pool is on-demand nodes, a Local Zone's pool nodes of its parent region: labels tell no
+  more apart); other known nodes score by what a replica of this pod costs there (cheapest
+  highest); nodes of unknown pools score 0.
 
 Pure: the caller passes the sites and a price lookup; nothing here reads the store.
 """
@@ -30,6 +33,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from broker.core.domain import ResidencyPolicy, Site
 from broker.core.residency import resolve_policy
+from broker.dispatch.manifests import OWNED_PROVIDERS, node_capacity, pool_parts, site_region
 
 MAX_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 PREFIX = "placement-broker.dev"
@@ -40,6 +44,15 @@ RESIDENCY_ANNOTATION = f"{PREFIX}/residency"
 _PROVIDER_SCHEMES = {"aws": "aws", "azure": "azure", "gce": "gcp"}
 _REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 _INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+# the broker's own node label, in the contract's words or as dispatch labels pods (capacity_label)
+_OWN_CAPACITY = {
+    "ondemand": "ondemand",
+    "on-demand": "ondemand",
+    "spot": "spot",
+    "reserved": "reserved",
+    "reserved-instance": "reserved",
+    "owned": "reserved",
+}
 
 
 class ExtenderInputError(ValueError):
@@ -147,8 +160,10 @@ def pod_ask(pod: Mapping[str, Any]) -> PodAsk:
     )
 
 
-def _capacity_type(labels: Mapping[str, str]) -> str:
-    own = labels.get(f"{PREFIX}/capacity-type")
+def _capacity_type(provider: str, labels: Mapping[str, str]) -> str:
+    if provider in OWNED_PROVIDERS:
+        return "reserved"  # owned nodes: a private or edge site's only pools
+    own = _OWN_CAPACITY.get(labels.get(f"{PREFIX}/capacity-type", ""))
     if own:
         return own
     karpenter = labels.get("karpenter.sh/capacity-type")
@@ -175,7 +190,7 @@ def node_pool(node: Mapping[str, Any]) -> NodePool:
         region = next((labels[k] for k in _REGION_LABELS if labels.get(k)), None)
         site = f"{provider}:{region}" if provider and region else None
     instance = next((labels[k] for k in _INSTANCE_LABELS if labels.get(k)), None)
-    pool = f"{site}/{instance}/{_capacity_type(labels)}" if site and instance else None
+    pool = f"{site}/{instance}/{_capacity_type(site.partition(':')[0], labels)}" if site and instance else None
     return NodePool(node=name, site=site, pool=pool)
 
 
@@ -203,17 +218,31 @@ def replica_cost(ask: PodAsk, pool: tuple[float, float, float]) -> float:
     return price / fits if fits >= 1 else math.inf
 
 
+def node_selection(pool_id: str) -> tuple[str, str, str] | None:
+    """What of a pool the node selector dispatch writes can tell apart: (site, or a public cloud's
+    region, as its nodes are labelled; instance type; capacity type of its nodes). Pools that agree
+    run on the same nodes. None for text that is not a pool id."""
+    try:
+        site, instance_type, capacity = pool_parts(pool_id)
+    except ValueError:
+        return None
+    provider = site.partition(":")[0]
+    region = site_region(site)
+    return (f"{provider}:{region}" if region else site), instance_type, node_capacity(provider, capacity)
+
+
 def prioritize(ask: PodAsk, nodes: Sequence[NodePool], lookup: PoolLookup) -> list[tuple[str, int]]:
     costs: dict[str, float] = {}
     for n in nodes:
         info = lookup(n.pool) if n.pool else None
         if info is not None:
             costs[n.node] = replica_cost(ask, info)
+    chosen = node_selection(ask.chosen_pool) if ask.chosen_pool else None
     finite = [c for c in costs.values() if math.isfinite(c)]
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
     out: list[tuple[str, int]] = []
     for n in nodes:
-        if ask.chosen_pool is not None and n.pool == ask.chosen_pool:
+        if chosen is not None and n.pool is not None and node_selection(n.pool) == chosen:
             score = MAX_PRIORITY
         elif n.node not in costs or not math.isfinite(costs[n.node]):
             score = 0
