@@ -19,11 +19,16 @@ which residency policy binds it (`placement-broker.dev/residency`):
   more apart); other known nodes score by what a replica of this pod costs there (cheapest
   highest); nodes of unknown pools score 0.
 
+Malformed arguments raise ExtenderInputError naming the field and what it should be
+(`Pod.spec.containers: expected a list`); absent and null fields read as empty, as Go's decoder
+reads them.
+
 Pure: the caller passes the sites and a price lookup; nothing here reads the store.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -91,6 +96,47 @@ def field(doc: Mapping[str, Any], name: str) -> Any:
     return doc.get(name[0].lower() + name[1:], doc.get(name.lower()))
 
 
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ExtenderInputError(f"{where}: expected an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ExtenderInputError(f"{where}: expected a list")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ExtenderInputError(f"{where}: expected a string")
+    return value
+
+
+def _strings(value: Any, where: str) -> Mapping[str, str]:
+    """Labels or annotations: an object of strings."""
+    doc = _object(value, where)
+    for key, v in doc.items():
+        _string(v, f"{where}[{key!r}]")
+    return doc
+
+
+def parse_args(body: bytes) -> tuple[dict[str, Any], list[dict[str, Any]] | None, list[str]]:
+    """read_args of a request body."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ExtenderInputError(f"ExtenderArgs is not JSON: {exc}") from exc
+    return read_args(doc)
+
+
 def read_args(doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]] | None, list[str]]:
     """(pod, node objects or None, node names) from an ExtenderArgs document."""
     if not isinstance(doc, Mapping):
@@ -109,12 +155,16 @@ def read_args(doc: Any) -> tuple[dict[str, Any], list[dict[str, Any]] | None, li
     if nodes is None and names_raw is None:
         raise ExtenderInputError("ExtenderArgs needs Nodes or NodeNames")
     if nodes is not None:
-        names = [str((n.get("metadata") or {}).get("name", "")) for n in nodes]
+        names = [_node_name(n, f"Nodes.items[{i}]") for i, n in enumerate(nodes)]
     elif isinstance(names_raw, list) and all(isinstance(n, str) for n in names_raw):
         names = list(names_raw)
     else:
         raise ExtenderInputError("ExtenderArgs.NodeNames must be an array of strings")
     return dict(pod), nodes, names
+
+
+def _node_name(node: Mapping[str, Any], where: str) -> str:
+    return _string(_object(node.get("metadata"), f"{where}.metadata").get("name"), f"{where}.metadata.name")
 
 
 def _quantity(value: Any, where: str) -> float:
@@ -128,8 +178,9 @@ def _requests(containers: Any, where: str) -> tuple[float, float, float, float]:
     """(summed cpu, summed memory bytes, largest cpu, largest memory bytes) over the containers."""
     cpu = mem = 0.0
     peak_cpu = peak_mem = 0.0
-    for i, c in enumerate(containers or []):
-        req = ((c or {}).get("resources") or {}).get("requests") or {}
+    for i, c in enumerate(_list(containers, where)):
+        resources = _object(_object(c, f"{where}[{i}]").get("resources"), f"{where}[{i}].resources")
+        req = _object(resources.get("requests"), f"{where}[{i}].resources.requests")
         c_cpu = _quantity(req["cpu"], f"{where}[{i}].resources.requests.cpu") if "cpu" in req else 0.0
         c_mem = _quantity(req["memory"], f"{where}[{i}].resources.requests.memory") if "memory" in req else 0.0
         cpu, mem = cpu + c_cpu, mem + c_mem
@@ -140,19 +191,21 @@ def _requests(containers: Any, where: str) -> tuple[float, float, float, float]:
 def pod_ask(pod: Mapping[str, Any]) -> PodAsk:
     """What the pod requests (kube-scheduler's rule: sum of containers, at least the largest init
     container) and what the broker decided for it."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
+    meta = _object(pod.get("metadata"), "Pod.metadata")
+    spec = _object(pod.get("spec"), "Pod.spec")
     cpu, mem, _, _ = _requests(spec.get("containers"), "Pod.spec.containers")
     _, _, init_cpu, init_mem = _requests(spec.get("initContainers"), "Pod.spec.initContainers")
-    annotations = meta.get("annotations") or {}
+    annotations = _strings(meta.get("annotations"), "Pod.metadata.annotations")
+    namespace = _string(meta.get("namespace"), "Pod.metadata.namespace") or "default"
+    name = _string(meta.get("name"), "Pod.metadata.name")
     residency = None
     if annotations.get(RESIDENCY_ANNOTATION):
         try:
-            residency = resolve_policy(str(annotations[RESIDENCY_ANNOTATION]))
+            residency = resolve_policy(annotations[RESIDENCY_ANNOTATION])
         except ValueError as exc:
             raise ExtenderInputError(f"Pod annotation {RESIDENCY_ANNOTATION}: {exc}") from exc
     return PodAsk(
-        name=f"{meta.get('namespace', 'default')}/{meta.get('name', '')}",
+        name=f"{namespace}/{name}",
         cpu=max(cpu, init_cpu),
         memory_gib=max(mem, init_mem) / 2**30,
         chosen_pool=annotations.get(POOL_ANNOTATION) or None,
@@ -178,14 +231,20 @@ def _capacity_type(provider: str, labels: Mapping[str, str]) -> str:
     return "ondemand"
 
 
-def node_pool(node: Mapping[str, Any]) -> NodePool:
-    meta = node.get("metadata") or {}
-    labels: Mapping[str, str] = meta.get("labels") or {}
-    name = str(meta.get("name", ""))
+def node_pools(nodes: Sequence[Mapping[str, Any]]) -> list[NodePool]:
+    """node_pool of each of ExtenderArgs' Nodes.items."""
+    return [node_pool(n, f"Nodes.items[{i}]") for i, n in enumerate(nodes)]
+
+
+def node_pool(node: Mapping[str, Any], where: str = "node") -> NodePool:
+    meta = _object(node.get("metadata"), f"{where}.metadata")
+    labels = _strings(meta.get("labels"), f"{where}.metadata.labels")
+    name = _string(meta.get("name"), f"{where}.metadata.name")
     # an annotation: a label value cannot hold the ":" of a site id
-    site = (meta.get("annotations") or {}).get(f"{PREFIX}/site")
+    site: str | None = _strings(meta.get("annotations"), f"{where}.metadata.annotations").get(f"{PREFIX}/site")
     if not site:
-        scheme = str((node.get("spec") or {}).get("providerID", "")).partition("://")[0]
+        spec = _object(node.get("spec"), f"{where}.spec")
+        scheme = _string(spec.get("providerID"), f"{where}.spec.providerID").partition("://")[0]
         provider = _PROVIDER_SCHEMES.get(scheme)
         region = next((labels[k] for k in _REGION_LABELS if labels.get(k)), None)
         site = f"{provider}:{region}" if provider and region else None

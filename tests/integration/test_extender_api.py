@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,62 @@ def test_bad_arguments_answer_in_the_error_field_not_a_5xx(shared_client: TestCl
     assert r.status_code == 200
     assert "not a Kubernetes quantity" in r.json()["Error"]
     assert shared_client.post("/extender/prioritize", json=[1]).json() == []
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    """Good ExtenderArgs with the field at a dotted path ("Pod.spec.containers", "Nodes.items.0.metadata") replaced."""
+    args = _args({})
+    *parents, last = path.split(".")
+    doc: Any = args
+    for key in parents:
+        doc = doc[int(key)] if isinstance(doc, list) else doc[key]
+    doc[int(last) if isinstance(doc, list) else last] = value
+    return args
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"not json", "ExtenderArgs is not JSON"),
+        (b"", "ExtenderArgs is not JSON"),
+        (b"\xff\xfe", "ExtenderArgs is not JSON"),
+        pytest.param(b"[" * 100_000, "ExtenderArgs is not JSON", id="nested-too-deep"),
+        (b"[1]", "ExtenderArgs must be a JSON object"),
+        (b'{"Pod":{"spec":{"containers":"x"}},"NodeNames":["a"]}', "Pod.spec.containers: expected a list"),
+        (_with("Pod.metadata", "x"), "Pod.metadata: expected an object"),
+        (_with("Pod.spec", []), "Pod.spec: expected an object"),
+        (_with("Pod.metadata.annotations", ["a"]), "Pod.metadata.annotations: expected an object"),
+        (_with("Pod.metadata.annotations", {"a": 1}), "Pod.metadata.annotations['a']: expected a string"),
+        (_with("Pod.metadata.name", 7), "Pod.metadata.name: expected a string"),
+        (_with("Pod.metadata.namespace", {}), "Pod.metadata.namespace: expected a string"),
+        (_with("Pod.spec.containers.0", "c"), r"Pod.spec.containers[0]: expected an object"),
+        (_with("Pod.spec.containers.0.resources", 1), r"Pod.spec.containers[0].resources: expected an object"),
+        (_with("Pod.spec.containers.0.resources.requests", ["cpu"]), "resources.requests: expected an object"),
+        (_with("Pod.spec.containers.0.resources.requests.cpu", [1]), "not a Kubernetes quantity"),
+        (_with("Pod.spec.initContainers", {}), "Pod.spec.initContainers: expected a list"),
+        (_with("Nodes.items.0.metadata", "x"), "Nodes.items[0].metadata: expected an object"),
+        (_with("Nodes.items.1.metadata.name", ["n"]), "Nodes.items[1].metadata.name: expected a string"),
+        (_with("Nodes.items.0.metadata.labels", ["a=b"]), "Nodes.items[0].metadata.labels: expected an object"),
+        (
+            _with("Nodes.items.0.metadata.labels", {"topology.kubernetes.io/region": 1}),
+            "Nodes.items[0].metadata.labels['topology.kubernetes.io/region']: expected a string",
+        ),
+        (_with("Nodes.items.0.metadata.annotations", "x"), "Nodes.items[0].metadata.annotations: expected an object"),
+        (_with("Nodes.items.0.spec", "x"), "Nodes.items[0].spec: expected an object"),
+        (_with("Nodes.items.0.spec.providerID", 1), "Nodes.items[0].spec.providerID: expected a string"),
+        (_with("Nodes.items", [1]), "NodeList with an items array"),
+    ],
+)
+def test_malformed_arguments_answer_200_naming_what_is_wrong(
+    shared_client: TestClient, body: bytes | dict[str, Any], error: str
+) -> None:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    r = shared_client.post("/extender/filter", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert error in r.json()["Error"]
+    assert "internal error" not in r.json()["Error"]
+    p = shared_client.post("/extender/prioritize", content=raw, headers={"Content-Type": "application/json"})
+    assert (p.status_code, p.json()) == (200, [])
 
 
 @pytest.fixture(scope="module")
