@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Depends
+from starlette.requests import Request
 
 from api.deps import get_broker
 from broker.app import Broker
@@ -20,7 +21,24 @@ from broker.integrations import extender
 router = APIRouter(prefix="/extender", tags=["kubernetes"])
 log = logging.getLogger("broker.extender")
 
-_ARGS = Body(description="ExtenderArgs (k8s.io/kube-scheduler/extender/v1): Pod, and Nodes or NodeNames")
+# The body is read raw, not as a FastAPI body parameter: one that is not JSON would be answered
+# 422, which the scheduler reads as a failed call without a reason (docs/kubernetes.md).
+_ARGS = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "description": "ExtenderArgs (k8s.io/kube-scheduler/extender/v1): Pod, and Nodes or NodeNames"
+                }
+            }
+        },
+    }
+}
+
+
+async def _body(request: Request) -> bytes:
+    return await request.body()  # at most BROKER_MAX_BODY_BYTES: ServiceMiddleware answers 413 beyond
 
 
 def _pools(broker: Broker) -> extender.PoolLookup:
@@ -35,32 +53,29 @@ def _pools(broker: Broker) -> extender.PoolLookup:
     return lookup
 
 
-@router.post("/filter", summary="kube-scheduler extender filter")
-def filter_nodes(args: Annotated[Any, _ARGS], broker: Annotated[Broker, Depends(get_broker)]) -> dict[str, Any]:
+def _read(body: bytes) -> tuple[extender.PodAsk, list[dict[str, Any]] | None, list[str], list[extender.NodePool]]:
+    """(what the pod asks, node objects or None, node names, each node's pool); ExtenderInputError
+    names what is malformed."""
+    pod, nodes, names = extender.parse_args(body)
+    ask = extender.pod_ask(pod)
+    views = extender.node_pools(nodes) if nodes is not None else _unlabelled(names)
+    return ask, nodes, names, views
+
+
+@router.post("/filter", summary="kube-scheduler extender filter", openapi_extra=_ARGS)
+def filter_nodes(
+    body: Annotated[bytes, Depends(_body)], broker: Annotated[Broker, Depends(get_broker)]
+) -> dict[str, Any]:
     """ExtenderFilterResult: nodes the pod may use; nodes its residency policy forbids in
     `FailedAndUnresolvableNodes`. Node objects answer as `Nodes`, names as `NodeNames`."""
     try:
-        pod, nodes, names = extender.read_args(args)
-        ask = extender.pod_ask(pod)
-        views = [extender.node_pool(n) for n in nodes] if nodes is not None else _unlabelled(names)
+        ask, nodes, names, views = _read(body)
         result = extender.filter_nodes(ask, views, broker.catalog().sites)
     except extender.ExtenderInputError as exc:
-        return {
-            "Nodes": None,
-            "NodeNames": None,
-            "FailedNodes": {},
-            "FailedAndUnresolvableNodes": {},
-            "Error": str(exc),
-        }
+        return _filter_error(str(exc))
     except Exception as exc:  # the scheduler gets a reason, the operator a log line
         log.exception("extender filter failed")
-        return {
-            "Nodes": None,
-            "NodeNames": None,
-            "FailedNodes": {},
-            "FailedAndUnresolvableNodes": {},
-            "Error": f"internal error: {type(exc).__name__}",
-        }
+        return _filter_error(f"internal error: {type(exc).__name__}")
     keep = set(result.passed)
     out: dict[str, Any] = {
         "FailedNodes": result.failed,
@@ -81,17 +96,18 @@ def filter_nodes(args: Annotated[Any, _ARGS], broker: Annotated[Broker, Depends(
     return out
 
 
-@router.post("/prioritize", summary="kube-scheduler extender prioritize")
-def prioritize(args: Annotated[Any, _ARGS], broker: Annotated[Broker, Depends(get_broker)]) -> list[dict[str, Any]]:
+@router.post("/prioritize", summary="kube-scheduler extender prioritize", openapi_extra=_ARGS)
+def prioritize(
+    body: Annotated[bytes, Depends(_body)], broker: Annotated[Broker, Depends(get_broker)]
+) -> list[dict[str, Any]]:
     """HostPriorityList: 10 for nodes of the pool the broker chose for this pod, 1-9 by what a
     replica costs on the node's pool (cheapest highest), 0 where the pool is unknown. On bad input
-    every node scores 0 (a prioritize call has no error field; the scheduler logs nothing)."""
+    the list is empty (a prioritize answer has no error field: the reason goes to the broker's log)."""
     try:
-        pod, nodes, names = extender.read_args(args)
-        ask = extender.pod_ask(pod)
-        views = [extender.node_pool(n) for n in nodes] if nodes is not None else _unlabelled(names)
+        ask, _, _, views = _read(body)
         scores = extender.prioritize(ask, views, _pools(broker))
-    except extender.ExtenderInputError:
+    except extender.ExtenderInputError as exc:
+        log.warning("extender prioritize: %s", exc)
         return []
     except Exception:
         log.exception("extender prioritize failed")

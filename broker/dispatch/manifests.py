@@ -31,7 +31,7 @@ TEMPLATE_KINDS = ("Deployment", "StatefulSet")
 # their meaning: Karpenter's `reserved` is an EC2 capacity reservation (ODCR), while a public
 # cloud's reserved pool is priced by a Reserved Instance or savings plan, billing constructs
 # applied to on-demand instances. Its nodes are on-demand ones to Karpenter.
-_KARPENTER_CAPACITY = {"ondemand": "on-demand", "spot": "spot", "reserved": "on-demand"}
+_KARPENTER_CAPACITY = {"ondemand": "on-demand", "spot": "spot"}  # of node_capacity()
 OWNED_PROVIDERS = ("private", "edge")
 CLOUD_PROVIDERS = ("aws", "azure", "gcp")
 # an AWS Local Zone or Wavelength Zone site names its zone group (us-east-1-bos-1,
@@ -47,6 +47,16 @@ def capacity_label(provider: str, capacity: str) -> str:
     if capacity == "reserved":
         return "owned" if provider in OWNED_PROVIDERS else "reserved-instance"
     return capacity
+
+
+def node_capacity(provider: str, capacity: str) -> str:
+    """The capacity type of the nodes a pool's pods are pinned to, as far as node labels tell it:
+    a public cloud's reserved pool runs on on-demand nodes (its price is a billing construct), and
+    every pool of a private or edge site is reserved (owned nodes). The scheduler extender reads
+    nodes by the same rule, so a pool's pods score highest on the nodes selected here."""
+    if provider in OWNED_PROVIDERS:
+        return "reserved"
+    return "ondemand" if capacity == "reserved" else capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +171,7 @@ def node_placement(
         selector["topology.kubernetes.io/region"] = region
     tolerations: list[dict[str, str]] = []
     if provider == "aws":
-        selector["karpenter.sh/capacity-type"] = _KARPENTER_CAPACITY.get(capacity, capacity)
+        selector["karpenter.sh/capacity-type"] = _KARPENTER_CAPACITY[node_capacity(provider, capacity)]
     elif provider == "gcp" and capacity == "spot":
         selector["cloud.google.com/gke-spot"] = "true"
         tolerations.append(

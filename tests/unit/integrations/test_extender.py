@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from broker.core.domain import Site, SiteKind
+from broker.dispatch.manifests import OWNED_PROVIDERS, node_placement, pool_parts, site_region
 from broker.integrations import extender
 
 
@@ -70,10 +71,37 @@ def pod(cpu: str = "1", memory: str = "2Gi", **annotations: str) -> dict[str, An
             "azure:///subscriptions/x/resourceGroups/y/providers/Microsoft.Compute/virtualMachineScaleSets/z/0",
             "azure:westeurope/Standard_D4s_v5/spot",
         ),
-        (
+        (  # owned nodes: a private or edge site has reserved pools only, whatever Karpenter would say
             {"placement-broker.dev/site": "private:fra-dc1", "node.kubernetes.io/instance-type": "r740"},
             "",
-            "private:fra-dc1/r740/ondemand",
+            "private:fra-dc1/r740/reserved",
+        ),
+        (
+            {
+                "placement-broker.dev/site": "edge:munich-store-17",
+                "node.kubernetes.io/instance-type": "nuc-i7",
+                "karpenter.sh/capacity-type": "on-demand",
+            },
+            "",
+            "edge:munich-store-17/nuc-i7/reserved",
+        ),
+        (  # the broker's own label, as dispatch labels a reserved pool's pods
+            {
+                "topology.kubernetes.io/region": "eu-central-1",
+                "node.kubernetes.io/instance-type": "m6i.xlarge",
+                "placement-broker.dev/capacity-type": "reserved-instance",
+            },
+            "aws:///eu-central-1a/i-1",
+            "aws:eu-central-1/m6i.xlarge/reserved",
+        ),
+        (
+            {
+                "topology.kubernetes.io/region": "eu-central-1",
+                "node.kubernetes.io/instance-type": "m6i.xlarge",
+                "karpenter.sh/capacity-type": "on-demand",
+            },
+            "aws:///eu-central-1a/i-1",
+            "aws:eu-central-1/m6i.xlarge/ondemand",
         ),
         ({"node.kubernetes.io/instance-type": "m6i.xlarge"}, "kind://docker/kind/kind-worker", None),
         ({"topology.kubernetes.io/region": "eu-central-1"}, "aws:///eu-central-1a/i-1", None),
@@ -178,3 +206,52 @@ def test_scores_order_strictly_by_cost_between_the_extremes() -> None:
     views = [extender.NodePool(n, "s", f"s/{n}") for n in ("cheap/spot", "mid/ondemand", "dear/ondemand")]
     scores = dict(extender.prioritize(ask, views, PRICES.get))
     assert scores["cheap/spot"] > scores["mid/ondemand"] > scores["dear/ondemand"]
+
+
+@pytest.mark.parametrize(
+    ("pool", "provider_id"),
+    [
+        ("aws:eu-central-1/m6i.xlarge/ondemand", "aws:///eu-central-1a/i-1"),
+        ("aws:eu-central-1/m6i.xlarge/spot", "aws:///eu-central-1a/i-1"),
+        ("aws:eu-central-1/m6i.xlarge/reserved", "aws:///eu-central-1a/i-1"),  # on-demand nodes to Kubernetes
+        ("aws:us-east-1-bos-1/m5.large/ondemand", "aws:///us-east-1-bos-1a/i-2"),  # a Local Zone's parent region
+        ("gcp:europe-west3/n2-standard-4/ondemand", "gce://proj/europe-west3-a/gke-node-1"),
+        ("gcp:europe-west3/n2-standard-4/spot", "gce://proj/europe-west3-a/gke-node-1"),
+        ("gcp:europe-west3/n2-standard-4/reserved", "gce://proj/europe-west3-a/gke-node-1"),
+        ("azure:westeurope/Standard_D4s_v5/spot", "azure:///subscriptions/x/virtualMachineScaleSets/z/0"),
+        ("azure:westeurope/Standard_D4s_v5/reserved", "azure:///subscriptions/x/virtualMachineScaleSets/z/0"),
+        ("private:fra-dc1/r740-std/reserved", ""),
+        ("edge:munich-store-17/nuc-i7/reserved", ""),
+    ],
+)
+def test_the_chosen_pool_scores_top_on_the_nodes_dispatch_selects_for_it(pool: str, provider_id: str) -> None:
+    site, instance_type, capacity = pool_parts(pool)
+    provider = site.partition(":")[0]
+    selector, _ = node_placement(provider, instance_type, capacity, "amd64", region=site_region(site))
+    owned = {"placement-broker.dev/site": site} if provider in OWNED_PROVIDERS else {}
+    selected = node("selected", provider_id=provider_id, **selector, **owned)
+    other_type = node("other", provider_id=provider_id, **{**selector, **owned, **{_TYPE: "other.type"}})
+    ask = extender.pod_ask(pod(**{extender.POOL_ANNOTATION: pool}))
+    scores = dict(extender.prioritize(ask, [extender.node_pool(selected), extender.node_pool(other_type)], _same_price))
+    assert scores == {"selected": extender.MAX_PRIORITY, "other": extender.MAX_PRIORITY - 1}
+
+
+def test_a_reserved_or_on_demand_choice_does_not_score_top_on_spot_nodes() -> None:
+    fra = {"topology.kubernetes.io/region": "eu-central-1", _TYPE: "m6i.xlarge"}
+    spot = extender.node_pool(node("spot", **fra, **{"karpenter.sh/capacity-type": "spot"}))
+    for chosen in ("aws:eu-central-1/m6i.xlarge/reserved", "aws:eu-central-1/m6i.xlarge/ondemand"):
+        ask = extender.pod_ask(pod(**{extender.POOL_ANNOTATION: chosen}))
+        assert extender.prioritize(ask, [spot], _same_price) == [("spot", extender.MAX_PRIORITY - 1)]
+
+
+def test_a_pool_annotation_that_is_no_pool_id_matches_no_node() -> None:
+    fra = extender.node_pool(node("fra", **{"topology.kubernetes.io/region": "eu-central-1", _TYPE: "m6i.xlarge"}))
+    ask = extender.pod_ask(pod(**{extender.POOL_ANNOTATION: "m6i.xlarge"}))
+    assert extender.prioritize(ask, [fra], _same_price) == [("fra", extender.MAX_PRIORITY - 1)]
+
+
+_TYPE = "node.kubernetes.io/instance-type"
+
+
+def _same_price(pool: str) -> tuple[float, float, float]:  # every pool priced alike: only the chosen one stands out
+    return (0.2, 4.0, 16.0)
