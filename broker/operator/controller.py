@@ -4,8 +4,10 @@ Built on the official Kubernetes client the dispatcher already uses (same kubeco
 handling, no second framework): a watch resumes from the last resourceVersion it saw; when the API
 server answers 410 Gone (that version is compacted away) the controller lists again and resumes
 from the new list, so no change is missed and nothing is processed from a stale cache. Reconciling
-is level-based (needs_solve compares status.observedGeneration with metadata.generation), so
-seeing an object twice does no harm.
+is level-based (needs_solve compares status.observedGeneration with metadata.generation), and
+the controller remembers per object which generation it answered: an event from before the status
+write (the finalizer patch's MODIFIED, a relist) carries no status yet, and must not solve (store,
+dispatch) that generation again. So seeing an object twice does no harm.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class PlacementController:
         self.tenant_of = tenant_of
         self.watch_timeout_s = watch_timeout_s
         self.relists = 0  # how often a 410 (or a broken watch) made the controller list again
+        # uid -> the generation whose answer is in status (events older than that write still arrive)
+        self.answered: dict[str, int | None] = {}
+        # uid -> (generation, status, event) solved but not written yet (the write failed): the next
+        # event writes this answer instead of solving, storing and dispatching the generation again
+        self.unwritten: dict[str, tuple[int | None, dict[str, Any], tuple[str, str, str]]] = {}
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -55,6 +62,7 @@ class PlacementController:
         """List every PlacementRequest, reconcile each, and return the list's resourceVersion."""
         self.relists += 1
         listed = self._list(rc.REQUESTS)
+        self._forget_all_but({obj["metadata"]["uid"] for obj in listed.get("items", [])})
         for obj in listed.get("items", []):
             self.reconcile_safely(obj)
         return str(listed["metadata"]["resourceVersion"])
@@ -85,19 +93,43 @@ class PlacementController:
             log.warning("reconcile of %s failed: %s %s", _key(obj), exc.status, exc.reason)
 
     def reconcile(self, obj: dict[str, Any]) -> None:
-        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        ns, name, uid = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["metadata"]["uid"]
         if rc.is_deleting(obj):
+            self._forget(uid)
             if rc.has_finalizer(obj):
                 self._set_finalizers(ns, name, [f for f in obj["metadata"]["finalizers"] if f != rc.FINALIZER])
             return
         if not rc.has_finalizer(obj):
             obj = self._set_finalizers(ns, name, [*(obj["metadata"].get("finalizers") or []), rc.FINALIZER])
-        if not rc.needs_solve(obj):
-            return
         generation = obj["metadata"].get("generation")
-        status, event = self._answer(obj, generation)
-        if self._write_status(ns, name, status, generation):
+        if not rc.needs_solve(obj) or self.answered.get(uid) == generation:
+            return
+        status, event = self._answer_once(obj, uid, generation)
+        written = self._write_status(ns, name, status, generation)  # raises: the answer stays unwritten
+        self.unwritten.pop(uid, None)
+        if written:
+            self.answered[uid] = generation
             self._event(obj, *event)
+
+    def _answer_once(
+        self, obj: dict[str, Any], uid: str, generation: int | None
+    ) -> tuple[dict[str, Any], tuple[str, str, str]]:
+        """The answer for `generation`: solved now, or the one solved before whose status write failed."""
+        pending = self.unwritten.get(uid)
+        if pending is not None and pending[0] == generation:
+            return pending[1], pending[2]
+        status, event = self._answer(obj, generation)
+        self.unwritten[uid] = (generation, status, event)
+        return status, event
+
+    def _forget(self, uid: str) -> None:
+        self.answered.pop(uid, None)
+        self.unwritten.pop(uid, None)
+
+    def _forget_all_but(self, uids: set[str]) -> None:
+        """Drop what is remembered of objects a list no longer holds (deleted while not watched)."""
+        for uid in {*self.answered, *self.unwritten} - uids:
+            self._forget(uid)
 
     def _answer(self, obj: dict[str, Any], generation: int | None) -> tuple[dict[str, Any], tuple[str, str, str]]:
         ns = obj["metadata"]["namespace"]

@@ -148,6 +148,33 @@ def test_a_request_is_placed_and_its_status_fills_in(cluster: Any, running: Plac
     wait_for(lambda: (rc.REQUESTS, NS, "shop") in crs.objects, lambda present: not present)
 
 
+def test_a_new_request_is_solved_once(broker: Broker, cluster: Any, running: PlacementController) -> None:
+    """The finalizer patch makes a MODIFIED event that still carries no status: it must not solve again."""
+    crs, objects, _ = cluster
+    create(objects, request("once"))
+    wait_for(lambda: get(objects, "once"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    # events are handled in order: once a later object is answered, every event of "once" was seen
+    create(objects, request("later"))
+    wait_for(lambda: get(objects, "later"), lambda o: (o.get("status") or {}).get("phase") == "Placed")
+    placements, total = broker.list_placements(name=f"{NS}.once")
+    assert total == 1, [p.id for p in placements]
+    assert [e["reason"] for e in crs.events if e["involvedObject"]["name"] == "once"] == ["Placed"]
+
+
+def test_an_unwritten_answer_is_written_later_not_solved_again(broker: Broker, cluster: Any) -> None:
+    crs, objects, api = cluster
+    create(objects, request("flaky"))
+    crs.conflicts = 99  # every status write conflicts until the controller gives up on this event
+    controller = PlacementController(broker, api)
+    with pytest.raises(ApiException):
+        controller.reconcile(get(objects, "flaky"))
+    crs.conflicts = 0
+    controller.reconcile(get(objects, "flaky"))  # the next event writes the answer it has
+    assert get(objects, "flaky")["status"]["phase"] == "Placed"
+    assert broker.list_placements(name=f"{NS}.flaky")[1] == 1
+    assert [e["reason"] for e in crs.events] == ["Placed"]
+
+
 def test_an_invalid_spec_gets_a_condition_naming_the_field(cluster: Any, running: PlacementController) -> None:
     _, objects, _ = cluster
     create(objects, request("bad", residency="nowhere"))
