@@ -21,8 +21,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from broker.app import Broker
+from broker.core.placement import Placement
 from broker.dispatch.documents import DispatchIn
-from broker.dispatch.outbox import DispatchService
+from broker.dispatch.outbox import APPLIED, DispatchService
 from broker.errors import BrokerError, Infeasible, InvalidRequest
 from broker.operator import reconcile as rc
 from broker.operator.apiserver import list_then_watch, watch_objects, write_until_no_conflict
@@ -146,12 +147,6 @@ class PlacementController:
                     )
                     return rc.failed_status("Failed", "OverBudget", msg, generation), ("Warning", "OverBudget", msg)
             answer, _ = self.broker.place(doc, tenant=tenant)
-            phase = "Placed"
-            if (obj.get("spec") or {}).get("dispatch"):
-                DispatchService(self.broker).dispatch(str(answer.id), DispatchIn(), tenant=tenant)
-                phase = "Dispatched"
-            status = rc.placed_status(answer, generation, phase=phase)
-            return status, ("Normal", phase, status["message"])
         except InvalidRequest as exc:
             msg = rc.invalid_message(exc.detail, exc.errors)
             return rc.failed_status("Invalid", "InvalidSpec", msg, generation), ("Warning", "InvalidSpec", msg)
@@ -161,6 +156,31 @@ class PlacementController:
         except BrokerError as exc:
             msg = exc.detail
             return rc.failed_status("Failed", type(exc).__name__, msg, generation), ("Warning", "Failed", msg)
+        if not (obj.get("spec") or {}).get("dispatch"):
+            status = rc.placed_status(answer, generation)
+            return status, ("Normal", "Placed", status["message"])
+        return self._dispatch(answer, generation, tenant)
+
+    def _dispatch(
+        self, answer: Placement, generation: int | None, tenant: str
+    ) -> tuple[dict[str, Any], tuple[str, str, str]]:
+        """Dispatch the stored placement. A failure is not the spec's: the placement stays in status
+        (phase Failed, reason DispatchFailed) and can be dispatched by its id once the cause is fixed."""
+        dispatch_id = None
+        try:
+            done = DispatchService(self.broker).dispatch(str(answer.id), DispatchIn(), tenant=tenant)
+        except InvalidRequest as exc:  # e.g. no cluster registered for a chosen site
+            failure = rc.invalid_message(exc.detail, exc.errors, root="")
+        except BrokerError as exc:
+            failure = exc.detail
+        else:
+            dispatch_id = str(done["id"])
+            if done["state"] == APPLIED:
+                status = rc.dispatched_status(answer, generation, dispatch_id)
+                return status, ("Normal", "Dispatched", status["message"])
+            failure = f"dispatch {dispatch_id} {done['state']}: {done.get('error') or 'no error recorded'}"
+        status = rc.dispatch_failed_status(answer, generation, failure, dispatch_id)
+        return status, ("Warning", "DispatchFailed", status["message"])
 
     # ---- API calls ----------------------------------------------------------------------
 

@@ -113,8 +113,38 @@ def condition(status: str, reason: str, message: str, generation: int | None) ->
     }
 
 
-def placed_status(answer: Placement, generation: int | None, *, phase: str = "Placed") -> dict[str, Any]:
+def placed_status(answer: Placement, generation: int | None) -> dict[str, Any]:
     """The status of an answered request: its cost, bound and gap, and a summary of where it runs."""
+    return _placement_status(answer, generation, phase="Placed", ready=True)
+
+
+def dispatched_status(answer: Placement, generation: int | None, dispatch_id: str) -> dict[str, Any]:
+    """A placement applied to every cluster of its sites (the Dispatched printer column reads `dispatched`)."""
+    status = _placement_status(answer, generation, phase="Dispatched", ready=True)
+    return {**status, "dispatched": True, "dispatchId": dispatch_id}
+
+
+def dispatch_failed_status(
+    answer: Placement, generation: int | None, failure: str, dispatch_id: str | None
+) -> dict[str, Any]:
+    """Placed and stored, but not dispatched: phase Failed, reason DispatchFailed. The placement's
+    fields stay, so it can be dispatched later by its id (POST /v1/placements/{id}/dispatch)."""
+    message = f"placed as {answer.id} ({answer.result.cost_per_hour} USD/h) but not dispatched: {failure}"
+    status = _placement_status(
+        answer, generation, phase="Failed", ready=False, reason="DispatchFailed", message=message
+    )
+    return {**status, **({"dispatchId": dispatch_id} if dispatch_id else {})}
+
+
+def _placement_status(
+    answer: Placement,
+    generation: int | None,
+    *,
+    phase: str,
+    ready: bool,
+    reason: str | None = None,
+    message: str | None = None,
+) -> dict[str, Any]:
     r = answer.result
     sites: dict[str, set[str]] = {}
     replicas: dict[str, int] = {}
@@ -122,7 +152,7 @@ def placed_status(answer: Placement, generation: int | None, *, phase: str = "Pl
         sites.setdefault(a.workload, set()).add(a.site)
         replicas[a.workload] = replicas.get(a.workload, 0) + a.replicas
     pools = [{"pool": n.pool, "count": n.count, "costPerHour": n.cost_per_hour} for n in r.nodes]
-    message = f"{r.status}: {r.cost_per_hour} USD/h, gap {r.gap_pct} %"
+    message = message or f"{r.status}: {r.cost_per_hour} USD/h, gap {r.gap_pct} %"
     return {
         "phase": phase,
         "observedGeneration": generation,
@@ -134,8 +164,9 @@ def placed_status(answer: Placement, generation: int | None, *, phase: str = "Pl
         "nodes": sum(p["count"] for p in pools),
         "pools": pools,
         "workloads": [{"name": w, "sites": sorted(s), "replicas": replicas[w]} for w, s in sorted(sites.items())],
+        "dispatched": False,
         "message": message,
-        "conditions": [condition("True", phase, message, generation)],
+        "conditions": [condition("True" if ready else "False", reason or phase, message, generation)],
     }
 
 
@@ -144,18 +175,20 @@ def failed_status(phase: str, reason: str, message: str, generation: int | None)
     return {
         "phase": phase,
         "observedGeneration": generation,
+        "dispatched": False,
         "message": message,
         "conditions": [condition("False", reason, message, generation)],
     }
 
 
-def invalid_message(detail: str, errors: Sequence[Mapping[str, Any]]) -> str:
-    """`spec.workloads[0].replicas: Input should be a valid integer` from the broker's error list."""
+def invalid_message(detail: str, errors: Sequence[Mapping[str, Any]], *, root: str = "spec") -> str:
+    """`spec.workloads[0].replicas: Input should be a valid integer` from the broker's error list;
+    `root=""` for errors about the stored placement (`assignments[0].site: ...`), not the spec."""
     parts = []
     for e in errors:
         loc = [str(p) for p in e.get("loc", []) if p != "body"]
-        path = "spec"
+        path = root
         for p in loc:
-            path += f"[{p}]" if p.isdigit() else f".{p}"
+            path += f"[{p}]" if p.isdigit() else (f".{p}" if path else p)
         parts.append(f"{path}: {e.get('msg', '')}")
     return "; ".join(parts) or detail

@@ -72,6 +72,19 @@ def get(objects: client.CustomObjectsApi, name: str) -> dict[str, Any]:
     return out
 
 
+def printer_columns(obj: dict[str, Any]) -> dict[str, Any]:
+    """What `kubectl get` shows for a PlacementRequest: each printer column's jsonPath read from the object."""
+    crd = yaml.safe_load((CRD_DIR / "placementrequests.yaml").read_text())
+    (version,) = crd["spec"]["versions"]
+    shown = {}
+    for column in version["additionalPrinterColumns"]:
+        value: Any = obj
+        for key in column["jsonPath"].lstrip(".").split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        shown[column["name"]] = value
+    return shown
+
+
 def create(objects: client.CustomObjectsApi, body: dict[str, Any], plural: str = rc.REQUESTS) -> None:
     objects.create_namespaced_custom_object(rc.GROUP, rc.VERSION, NS, plural, body)
 
@@ -253,5 +266,26 @@ def test_dispatch_true_sends_the_placement_to_the_sites_clusters(
     objects.patch_namespaced_custom_object(rc.GROUP, rc.VERSION, NS, rc.REQUESTS, "ship", {"spec": {"dispatch": True}})
     done = wait_for(lambda: get(objects, "ship"), lambda o: o["status"].get("observedGeneration") == 2)
     assert done["status"]["phase"] == "Dispatched", done["status"]
+    assert done["status"]["dispatched"] is True and done["status"]["dispatchId"].startswith("dp_")
+    assert printer_columns(done)["Dispatched"] is True
     deployments = [d for docs in committed_docs(repo).values() for d in docs if d["kind"] == "Deployment"]
     assert sum(d["spec"]["replicas"] for d in deployments) == 3
+
+
+def test_a_failed_dispatch_keeps_the_placement_in_status(
+    broker: Broker, cluster: Any, running: PlacementController
+) -> None:
+    crs, objects, _ = cluster
+    body = request("nowhere")
+    body["spec"]["dispatch"] = True  # no cluster is registered for any site
+    create(objects, body)
+    done = wait_for(lambda: get(objects, "nowhere"), lambda o: (o.get("status") or {}).get("phase") == "Failed")
+    status = done["status"]
+    assert status["conditions"][0]["reason"] == "DispatchFailed" and status["conditions"][0]["status"] == "False"
+    assert "no cluster is registered for site" in status["message"] and "spec." not in status["message"]
+    (stored,), _ = broker.list_placements(name=f"{NS}.nowhere")
+    assert status["placementId"] == stored.id and status["placementId"] in status["message"]
+    assert status["costPerHour"] == stored.cost_per_hour and sum(w["replicas"] for w in status["workloads"]) == 3
+    assert status["dispatched"] is False and printer_columns(done)["Dispatched"] is False
+    wait_for(lambda: [e for e in crs.events if e["involvedObject"]["name"] == "nowhere"], lambda e: e)
+    assert crs.events[0]["reason"] == "DispatchFailed" and crs.events[0]["type"] == "Warning"
