@@ -136,7 +136,7 @@ class PlacementController:
         ns = obj["metadata"]["namespace"]
         tenant = self.tenant_of(ns)
         policies = self._list(rc.POLICIES, ns).get("items", [])
-        doc = rc.request_document(obj, policies)
+        doc, filled = rc.request_document(obj, policies)
         limit = rc.cost_limit(policies)
         try:
             if limit is not None:  # check the cost before anything is stored
@@ -148,8 +148,9 @@ class PlacementController:
                     return rc.failed_status("Failed", "OverBudget", msg, generation), ("Warning", "OverBudget", msg)
             answer, _ = self.broker.place(doc, tenant=tenant)
         except InvalidRequest as exc:
-            msg = rc.invalid_message(exc.detail, exc.errors)
-            return rc.failed_status("Invalid", "InvalidSpec", msg, generation), ("Warning", "InvalidSpec", msg)
+            msg = rc.invalid_message(exc.detail, exc.errors, filled=filled)
+            reason = "InvalidPolicy" if rc.blames_policy(exc.errors, filled) else "InvalidSpec"
+            return rc.failed_status("Invalid", reason, msg, generation), ("Warning", reason, msg)
         except Infeasible as exc:
             msg = "infeasible: " + "; ".join(exc.conflicts)
             return rc.failed_status("Infeasible", "Infeasible", msg, generation), ("Warning", "Infeasible", msg)

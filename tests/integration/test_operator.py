@@ -233,6 +233,29 @@ def test_the_namespace_policy_fills_what_the_request_leaves_out(cluster: Any, ru
     assert all(p["pool"].endswith("/ondemand") for p in done["status"]["pools"])
 
 
+def test_a_bad_policy_is_named_not_the_request(broker: Broker, cluster: Any) -> None:
+    _, objects, api = cluster
+    policy = {"apiVersion": f"{rc.GROUP}/{rc.VERSION}", "kind": "PlacementPolicy", "metadata": {"name": "p"}}
+    create(objects, policy | {"spec": {"residency": "nope"}}, rc.POLICIES)
+    body = request("innocent")
+    del body["spec"]["workloads"][0]["residency"]
+    body["spec"]["workloads"].append({**body["spec"]["workloads"][0], "name": "db"})
+    create(objects, body)
+    PlacementController(broker, api).reconcile(get(objects, "innocent"))
+    status = get(objects, "innocent")["status"]
+    assert status["phase"] == "Invalid" and status["conditions"][0]["reason"] == "InvalidPolicy"
+    # named once, though it failed for both workloads it filled
+    assert status["message"].startswith(f"PlacementPolicy {NS}/p spec.residency: ")
+    assert "unknown policy 'nope'" in status["message"] and "spec.workloads" not in status["message"]
+    assert status["message"].count("PlacementPolicy") == 1
+
+    # a request's own bad field is still the request's
+    create(objects, request("guilty", residency="nowhere"))
+    PlacementController(broker, api).reconcile(get(objects, "guilty"))
+    status = get(objects, "guilty")["status"]
+    assert status["conditions"][0]["reason"] == "InvalidSpec" and "spec.workloads[0].residency" in status["message"]
+
+
 def test_a_policy_cost_limit_fails_the_request_and_stores_nothing(broker: Broker, cluster: Any) -> None:
     _, objects, api = cluster
     limit = {"apiVersion": f"{rc.GROUP}/{rc.VERSION}", "kind": "PlacementPolicy", "metadata": {"name": "cap"}}
