@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from broker.app import Broker
 from broker.operator import reconcile as rc
 from broker.operator.controller import PlacementController
+from broker.placements.request_documents import PlacementRequestIn
 from tests.integration.dispatch_support import committed_docs, gitops_clusters, new_repo
 from tests.integration.kube_crd_fake import CRD_DIR, FakeCustomResources, serve_fake_crs
 from tests.integration.kube_fake import write_kubeconfig
@@ -118,12 +119,115 @@ def test_crds_are_schema_valid_and_structural(path: Path) -> None:
         assert version["subresources"] == {"status": {}}
 
 
+# where the CRD's spec differs from the request models on purpose: path -> why
+SPEC_ONLY_IN_CRD = {".dispatch": "the operator's own field (reconcile.CONTROL_FIELDS)"}
+NOT_REQUIRED_IN_CRD = {".name": "the operator fills it from the object (NAMESPACE.NAME)"}
+NARROWED_IN_CRD = {
+    ".dry_run": "enum [false]: a resource's placement is always stored",
+    ".async": "enum [false]: the controller answers in status, there is no job",
+    ".workloads[].requirements[].operator": "enum: the operators the model's validator accepts",
+}
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "minItems", "maxItems", "pattern", "enum")
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The non-null alternatives a pydantic JSON-schema node allows, references followed."""
+    if "$ref" in node:
+        return _resolve(defs[node["$ref"].rsplit("/", 1)[1]], defs)
+    if "anyOf" in node:
+        return [alt for branch in node["anyOf"] for alt in _resolve(branch, defs) if alt.get("type") != "null"]
+    return [node]
+
+
+def _bounds(node: dict[str, Any], *, openapi: bool) -> dict[str, Any]:
+    """A node's bounds, the CRD's OpenAPI v3.0 exclusiveMinimum (a flag on minimum) as JSON Schema's (a number)."""
+    out = {k: node[k] for k in BOUNDS if k in node}
+    if openapi and out.pop("exclusiveMinimum", False):
+        out["exclusiveMinimum"] = out.pop("minimum")
+    return out
+
+
+def _drift(model: dict[str, Any], crd: dict[str, Any], defs: dict[str, Any], path: str) -> list[str]:
+    """Where the CRD node `crd` would prune, refuse or leave optional what the request model `model` takes."""
+    alts = _resolve(model, defs)
+    types = {a.get("type") for a in alts}
+    problems = []
+    if crd.get("x-kubernetes-preserve-unknown-fields"):
+        if len(alts) > 1:
+            return []  # a name or an object (residency): structural schemas have no such type
+        problems.append(f"{path}: preserve-unknown-fields where the model's fields can be spelled out")
+    if crd.get("x-kubernetes-int-or-string"):
+        return [] if types == {"integer", "string"} else [f"{path}: int-or-string, the model takes {types}"]
+    if crd.get("type") not in types:
+        return [f"{path}: type {crd.get('type')}, the model takes {types}"]
+    if len(alts) > 1:
+        return []  # a scalar union (requirement values): the CRD takes one of its types
+    (node,) = alts
+    if path not in NARROWED_IN_CRD and _bounds(node, openapi=False) != _bounds(crd, openapi=True):
+        problems.append(f"{path}: bounds {_bounds(crd, openapi=True)}, the model's {_bounds(node, openapi=False)}")
+    if node.get("type") == "array":
+        problems += _drift(node["items"], crd.get("items") or {}, defs, f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        if "propertyNames" in node:  # a map with known keys: explicit properties in the CRD
+            names = node["propertyNames"]["enum"]
+            node = {"properties": dict.fromkeys(names, node["additionalProperties"])}
+        else:
+            problems += _drift(node["additionalProperties"], crd.get("additionalProperties") or {}, defs, f"{path}{{}}")
+    if "properties" in node:
+        props, crd_props = node["properties"], crd.get("properties") or {}
+        for key, sub in props.items():
+            if key not in crd_props:
+                problems.append(f"{path}.{key}: missing (an API server prunes it)")
+            else:
+                problems += _drift(sub, crd_props[key], defs, f"{path}.{key}")
+        for key in sorted(set(crd_props) - set(props)):
+            if f"{path}.{key}" not in SPEC_ONLY_IN_CRD:
+                problems.append(f"{path}.{key}: in the CRD, not in the request model")
+        want = {k for k in node.get("required", []) if f"{path}.{k}" not in NOT_REQUIRED_IN_CRD}
+        if want != set(crd.get("required", [])):
+            problems.append(f"{path}: required {sorted(crd.get('required', []))}, the model's {sorted(want)}")
+    return problems
+
+
+def test_the_crd_spec_carries_the_request_contract() -> None:
+    """Every field of the REST request models, with its type, bounds and required-ness, so an API
+    server neither prunes a field the broker reads nor admits an object the broker then refuses."""
+    crd = yaml.safe_load((CRD_DIR / "placementrequests.yaml").read_text())
+    (version,) = crd["spec"]["versions"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    model = PlacementRequestIn.model_json_schema(mode="validation")
+    assert _drift(model, spec, model["$defs"], "") == []
+
+
 def test_admission_rejects_what_the_schema_can(cluster: Any) -> None:
     _, objects, _ = cluster
     with pytest.raises(ApiException) as err:
         create(objects, request("zero", replicas=0))
     assert err.value.status == 422
     assert "spec.workloads.0.replicas" in err.value.body
+    # required where the broker requires it, not admitted and then refused
+    with pytest.raises(ApiException) as err:
+        create(objects, request("nodep", depends_on=[{"workload": "db"}]))
+    assert err.value.status == 422 and "gib_per_hour" in err.value.body
+    dry = request("dry")
+    dry["spec"]["dry_run"] = True
+    with pytest.raises(ApiException) as err:
+        create(objects, dry)
+    assert err.value.status == 422 and "spec.dry_run" in err.value.body
+
+
+def test_the_contracts_extensions_reach_the_broker(broker: Broker, cluster: Any) -> None:
+    _, objects, api = cluster
+    body = request("full", spread={"min_sites": 1, "max_per_node": 1}, max_unavailable="50%")
+    body["spec"] |= {"team": "web", "allow_over_budget": True, "reproducible": True, "max_moves": 3}
+    create(objects, body)
+    PlacementController(broker, api).reconcile(get(objects, "full"))
+    status = get(objects, "full")["status"]
+    assert status["phase"] == "Placed", status
+    stored = broker.get_placement(status["placementId"]).request
+    assert stored["team"] == "web" and stored["allow_over_budget"] and stored["reproducible"]
+    assert stored["max_moves"] == 3
+    assert stored["workloads"][0]["spread"]["max_per_node"] == 1 and stored["workloads"][0]["max_unavailable"] == "50%"
 
 
 # ---- the controller ---------------------------------------------------------------------
