@@ -4,8 +4,10 @@ Built on the official Kubernetes client the dispatcher already uses (same kubeco
 handling, no second framework): a watch resumes from the last resourceVersion it saw; when the API
 server answers 410 Gone (that version is compacted away) the controller lists again and resumes
 from the new list, so no change is missed and nothing is processed from a stale cache. Reconciling
-is level-based (needs_solve compares status.observedGeneration with metadata.generation), so
-seeing an object twice does no harm.
+is level-based (needs_solve compares status.observedGeneration with metadata.generation), and
+the controller remembers per object which generation it answered: an event from before the status
+write (the finalizer patch's MODIFIED, a relist) carries no status yet, and must not solve (store,
+dispatch) that generation again. So seeing an object twice does no harm.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from broker.app import Broker
+from broker.core.placement import Placement
 from broker.dispatch.documents import DispatchIn
-from broker.dispatch.outbox import DispatchService
+from broker.dispatch.outbox import APPLIED, DispatchService
 from broker.errors import BrokerError, Infeasible, InvalidRequest
 from broker.operator import reconcile as rc
 from broker.operator.apiserver import list_then_watch, watch_objects, write_until_no_conflict
@@ -45,6 +48,11 @@ class PlacementController:
         self.tenant_of = tenant_of
         self.watch_timeout_s = watch_timeout_s
         self.relists = 0  # how often a 410 (or a broken watch) made the controller list again
+        # uid -> the generation whose answer is in status (events older than that write still arrive)
+        self.answered: dict[str, int | None] = {}
+        # uid -> (generation, status, event) solved but not written yet (the write failed): the next
+        # event writes this answer instead of solving, storing and dispatching the generation again
+        self.unwritten: dict[str, tuple[int | None, dict[str, Any], tuple[str, str, str]]] = {}
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -55,6 +63,7 @@ class PlacementController:
         """List every PlacementRequest, reconcile each, and return the list's resourceVersion."""
         self.relists += 1
         listed = self._list(rc.REQUESTS)
+        self._forget_all_but({obj["metadata"]["uid"] for obj in listed.get("items", [])})
         for obj in listed.get("items", []):
             self.reconcile_safely(obj)
         return str(listed["metadata"]["resourceVersion"])
@@ -85,25 +94,49 @@ class PlacementController:
             log.warning("reconcile of %s failed: %s %s", _key(obj), exc.status, exc.reason)
 
     def reconcile(self, obj: dict[str, Any]) -> None:
-        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        ns, name, uid = obj["metadata"]["namespace"], obj["metadata"]["name"], obj["metadata"]["uid"]
         if rc.is_deleting(obj):
+            self._forget(uid)
             if rc.has_finalizer(obj):
                 self._set_finalizers(ns, name, [f for f in obj["metadata"]["finalizers"] if f != rc.FINALIZER])
             return
         if not rc.has_finalizer(obj):
             obj = self._set_finalizers(ns, name, [*(obj["metadata"].get("finalizers") or []), rc.FINALIZER])
-        if not rc.needs_solve(obj):
-            return
         generation = obj["metadata"].get("generation")
-        status, event = self._answer(obj, generation)
-        if self._write_status(ns, name, status, generation):
+        if not rc.needs_solve(obj) or self.answered.get(uid) == generation:
+            return
+        status, event = self._answer_once(obj, uid, generation)
+        written = self._write_status(ns, name, status, generation)  # raises: the answer stays unwritten
+        self.unwritten.pop(uid, None)
+        if written:
+            self.answered[uid] = generation
             self._event(obj, *event)
+
+    def _answer_once(
+        self, obj: dict[str, Any], uid: str, generation: int | None
+    ) -> tuple[dict[str, Any], tuple[str, str, str]]:
+        """The answer for `generation`: solved now, or the one solved before whose status write failed."""
+        pending = self.unwritten.get(uid)
+        if pending is not None and pending[0] == generation:
+            return pending[1], pending[2]
+        status, event = self._answer(obj, generation)
+        self.unwritten[uid] = (generation, status, event)
+        return status, event
+
+    def _forget(self, uid: str) -> None:
+        self.answered.pop(uid, None)
+        self.unwritten.pop(uid, None)
+
+    def _forget_all_but(self, uids: set[str]) -> None:
+        """Drop what is remembered of objects a list no longer holds (deleted while not watched)."""
+        for uid in {*self.answered, *self.unwritten} - uids:
+            self._forget(uid)
 
     def _answer(self, obj: dict[str, Any], generation: int | None) -> tuple[dict[str, Any], tuple[str, str, str]]:
         ns = obj["metadata"]["namespace"]
         tenant = self.tenant_of(ns)
         policies = self._list(rc.POLICIES, ns).get("items", [])
-        doc = rc.request_document(obj, policies)
+        doc, filled = rc.request_document(obj, policies)
         limit = rc.cost_limit(policies)
         try:
             if limit is not None:  # check the cost before anything is stored
@@ -114,21 +147,41 @@ class PlacementController:
                     )
                     return rc.failed_status("Failed", "OverBudget", msg, generation), ("Warning", "OverBudget", msg)
             answer, _ = self.broker.place(doc, tenant=tenant)
-            phase = "Placed"
-            if (obj.get("spec") or {}).get("dispatch"):
-                DispatchService(self.broker).dispatch(str(answer.id), DispatchIn(), tenant=tenant)
-                phase = "Dispatched"
-            status = rc.placed_status(answer, generation, phase=phase)
-            return status, ("Normal", phase, status["message"])
         except InvalidRequest as exc:
-            msg = rc.invalid_message(exc.detail, exc.errors)
-            return rc.failed_status("Invalid", "InvalidSpec", msg, generation), ("Warning", "InvalidSpec", msg)
+            msg = rc.invalid_message(exc.detail, exc.errors, filled=filled)
+            reason = "InvalidPolicy" if rc.blames_policy(exc.errors, filled) else "InvalidSpec"
+            return rc.failed_status("Invalid", reason, msg, generation), ("Warning", reason, msg)
         except Infeasible as exc:
             msg = "infeasible: " + "; ".join(exc.conflicts)
             return rc.failed_status("Infeasible", "Infeasible", msg, generation), ("Warning", "Infeasible", msg)
         except BrokerError as exc:
             msg = exc.detail
             return rc.failed_status("Failed", type(exc).__name__, msg, generation), ("Warning", "Failed", msg)
+        if not (obj.get("spec") or {}).get("dispatch"):
+            status = rc.placed_status(answer, generation)
+            return status, ("Normal", "Placed", status["message"])
+        return self._dispatch(answer, generation, tenant)
+
+    def _dispatch(
+        self, answer: Placement, generation: int | None, tenant: str
+    ) -> tuple[dict[str, Any], tuple[str, str, str]]:
+        """Dispatch the stored placement. A failure is not the spec's: the placement stays in status
+        (phase Failed, reason DispatchFailed) and can be dispatched by its id once the cause is fixed."""
+        dispatch_id = None
+        try:
+            done = DispatchService(self.broker).dispatch(str(answer.id), DispatchIn(), tenant=tenant)
+        except InvalidRequest as exc:  # e.g. no cluster registered for a chosen site
+            failure = rc.invalid_message(exc.detail, exc.errors, root="")
+        except BrokerError as exc:
+            failure = exc.detail
+        else:
+            dispatch_id = str(done["id"])
+            if done["state"] == APPLIED:
+                status = rc.dispatched_status(answer, generation, dispatch_id)
+                return status, ("Normal", "Dispatched", status["message"])
+            failure = f"dispatch {dispatch_id} {done['state']}: {done.get('error') or 'no error recorded'}"
+        status = rc.dispatch_failed_status(answer, generation, failure, dispatch_id)
+        return status, ("Warning", "DispatchFailed", status["message"])
 
     # ---- API calls ----------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ API server has:
 * list with `metadata.resourceVersion`, and `?watch=true` streaming newline-delimited
   `{"type", "object"}` events after that version; a version older than the compaction point gets
   the real server's answer, an `ERROR` event carrying a 410 `Status` ("too old resource version");
-* create validated against the CRD's openAPIV3Schema (422 `Invalid` naming the field, as admission does);
+* create validated against the CRD's openAPIV3Schema (422 `Invalid` naming the field, as admission does),
+  and fields the schema does not specify pruned (dropped silently, as for a structural schema);
 * `metadata.generation` bumped on spec changes only; the `status` subresource changes status only,
   and a PUT with a stale `metadata.resourceVersion` gets 409 `Conflict`;
 * delete with finalizers sets `deletionTimestamp`; the object goes once its finalizers are removed;
@@ -83,6 +84,29 @@ def _merge(base: Any, patch: Any) -> Any:
     return out
 
 
+def prune(schema: dict[str, Any], value: Any) -> Any:
+    """`value` without the object fields `schema` does not specify, as an API server prunes them
+    (kept under x-kubernetes-preserve-unknown-fields; an object schema without `properties` is
+    kept whole here, the real server would empty it)."""
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [prune(schema["items"], v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if isinstance(schema.get("additionalProperties"), dict):
+        return {k: prune(schema["additionalProperties"], v) for k, v in value.items()}
+    props = schema.get("properties")
+    if props is None:
+        return value
+    keep = schema.get("x-kubernetes-preserve-unknown-fields")
+    return {k: prune(props[k], v) if k in props else v for k, v in value.items() if k in props or keep}
+
+
+def prune_object(schema: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """A whole object pruned; apiVersion, kind and metadata are the server's, never pruned."""
+    own = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+    return {**prune(schema, obj), **own}
+
+
 class FakeCustomResources:
     def __init__(self, extra_crds: Iterable[dict[str, Any]] = ()) -> None:
         self.resources: dict[str, Resource] = {}  # plural -> what it is (plurals are unique here)
@@ -145,7 +169,7 @@ class FakeCustomResources:
             name = obj["metadata"]["name"]
             if (plural, ns, name) in self.objects:
                 return 409, status(409, "AlreadyExists", f'{plural}.{res.group} "{name}" already exists')
-            obj = json.loads(json.dumps(obj))
+            obj = prune_object(res.schema, json.loads(json.dumps(obj)))
             obj.pop("status", None)  # a resource with a status subresource ignores status on create
             obj["apiVersion"] = res.api_version
             obj["kind"] = res.kind
@@ -201,6 +225,7 @@ class FakeCustomResources:
         problem = self.invalid(plural, new)
         if problem:
             return 422, problem
+        new = prune_object(self.resources[plural].schema, new)
         if new.get("spec") != old.get("spec"):
             new["metadata"]["generation"] = old["metadata"]["generation"] + 1
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
