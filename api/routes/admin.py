@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker, get_principal, get_tenant
 from api.paging import Offset
@@ -57,6 +57,7 @@ def whoami(principal: Annotated[Principal, Depends(get_principal)]) -> WhoAmI:
 
 
 class KeyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
     role: Literal["viewer", "planner", "admin"]
     name: str = Field("", max_length=200)
 
@@ -101,6 +102,7 @@ def revoke_key(
 
 
 class BudgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
     monthly_usd: float = Field(ge=0, le=1e12)
     team: Name | None = Field(None, description="a team label of placement requests; omitted: the whole tenant")
 

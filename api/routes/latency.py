@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker, get_tenant
 from api.uploads import csv_or_json_body, json_document, read_upload
@@ -65,6 +65,7 @@ def latency(
 
 
 class MeasurementIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
     from_: str = Field(alias="from", description="site id")
     to: str = Field(description="site id, geo:lat,lon, or the name of a user region of your requests")
     rtt_ms: float | str
@@ -73,6 +74,7 @@ class MeasurementIn(BaseModel):
 
 
 class MeasurementsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
     measurements: list[MeasurementIn] = Field(min_length=1, max_length=100_000)
 
 

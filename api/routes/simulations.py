@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker, get_tenant
 from api.paging import Offset
@@ -21,6 +21,7 @@ Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
 class SimulationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
     fleet: dict[str, Any] = Field(description="a fleet document (docs/simulate.md); `traces` is not accepted here")
     policies: list[str] = Field(default_factory=lambda: list(DEFAULT_POLICIES), min_length=1, max_length=20)
     days: float | None = Field(None, gt=0, le=366, description="default: the fleet's `days`")

@@ -40,7 +40,9 @@ def test_sites_carry_contract_fields(shared_client: TestClient) -> None:
     assert fra["country"] == "DE" and {"EU", "EEA"} <= set(fra["jurisdictions"]) and fra["kind"] == "public"
     assert fra["lat"] == pytest.approx(50.1, abs=0.5)
     assert sites["gcp:europe-west1"]["carbon_g_per_kwh"] is not None
-    assert any(s["kind"] == "edge" for s in sites.values())
+    # the contract's kinds: private and edge sites are owned, `<kind>:<name>`; AWS's zones are public
+    assert all(s["id"].startswith(f"{s['kind']}:") for s in sites.values() if s["kind"] != "public")
+    assert sites["aws:us-east-1-bos-1"]["kind"] == "public"
 
 
 @pytest.mark.parametrize(
@@ -252,3 +254,19 @@ def test_malformed_bodies_never_500(shared_client: TestClient, raw: bytes) -> No
 def test_unknown_route_is_problem_json(shared_client: TestClient) -> None:
     r = shared_client.get("/v1/nothing-here")
     assert r.status_code == 404 and r.headers["content-type"].startswith("application/problem+json")
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body"),
+    [
+        ("put", "/v1/budgets", {"monthly_usd": 5000, "colour": 1}),
+        ("post", "/v1/latency/measurements", {"measurements": [], "colour": 1}),
+        ("post", "/v1/simulations", {"fleet": {}, "colour": 1}),
+    ],
+)
+def test_a_misspelt_field_is_named_not_ignored(shared_client: TestClient, method: str, url: str, body: dict) -> None:  # type: ignore[type-arg]
+    """As placement requests: a field the endpoint does not know (a typo of one it does) is a 422
+    naming it, not a 200 that silently ignored what the caller meant."""
+    r = getattr(shared_client, method)(url, json=body)
+    assert r.status_code == 422 and r.headers["content-type"].startswith("application/problem+json"), r.text
+    assert any(e["loc"][-1] == "colour" for e in r.json()["errors"]), r.json()["errors"]
