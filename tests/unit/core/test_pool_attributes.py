@@ -15,7 +15,7 @@ SITES = [
     Site("azure:eastus", "azure", SiteKind.PUBLIC, "eastus", "US", ("US",), 37.4, -79.0),
     Site("gcp:us-central1", "gcp", SiteKind.PUBLIC, "us-central1", "US", ("US",), 41.2, -95.8),
     Site("private:fra-dc1", "private", SiteKind.PRIVATE, "fra-dc1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7),
-    Site("aws:us-east-1-bos-1", "aws", SiteKind.EDGE, "us-east-1-bos-1", "US", ("US",), 42.4, -71.1),
+    Site("aws:us-east-1-bos-1", "aws", SiteKind.PUBLIC, "us-east-1-bos-1", "US", ("US",), 42.4, -71.1),
 ]
 OD, SPOT, RES = CapacityType.ONDEMAND, CapacityType.SPOT, CapacityType.RESERVED
 # site, type, capacity, arch, vcpus, GiB, gpus, gpu model
@@ -54,8 +54,8 @@ CASES = [
     ("provider", "NotIn", ["aws", "azure"], {6, 7}),
     ("topology.kubernetes.io/region", "In", ["eastus", "us-central1"], {5, 6}),
     ("site", "In", ["aws:us-east-1-bos-1"], {8}),
-    ("site_kind", "In", ["private", "edge"], {7, 8}),
-    ("site-kind", "NotIn", ["public"], {7, 8}),
+    ("site_kind", "In", ["private", "edge"], {7}),  # an AWS Local Zone is public
+    ("site-kind", "NotIn", ["public"], {7}),
     ("node.kubernetes.io/instance-type", "In", ["m7i.large", "standard_nc24ads_a100_v4"], {0, 5}),  # any case
     ("karpenter.k8s.aws/instance-family", "In", ["m7i", "m7a"], {0, 1}),
     ("instance-family", "NotIn", ["m7i", "m7a"], ALL - {0, 1}),  # r740 has no family: NotIn holds

@@ -13,7 +13,7 @@ SITES = [
     Site("azure:eastus", "azure", SiteKind.PUBLIC, "eastus", "US", ("US",), 37.4, -79.0, 350.0),
     Site("gcp:us-central1", "gcp", SiteKind.PUBLIC, "us-central1", "US", ("US",), 41.2, -95.8, 450.0),
     Site("private:fra-dc1", "private", SiteKind.PRIVATE, "fra-dc1", "DE", ("EU", "EEA", "DE"), 50.1, 8.7, 300.0),
-    Site("aws:us-east-1-bos-1", "aws", SiteKind.EDGE, "us-east-1-bos-1", "US", ("US",), 42.4, -71.1),
+    Site("aws:us-east-1-bos-1", "aws", SiteKind.PUBLIC, "us-east-1-bos-1", "US", ("US",), 42.4, -71.1),
 ]
 A, R = Arch.AMD64, Arch.ARM64
 SHAPES = [  # site, type, arch, vcpus, GiB, gpus, gpu model, on-demand price
