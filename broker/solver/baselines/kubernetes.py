@@ -231,8 +231,11 @@ class _OpenNodes:
         nxt = object.__new__(_OpenNodes)
         nxt.u, nxt.nodes, nxt.d0, nxt.d1, nxt.d2 = self.u, self.nodes, self.d0, self.d1, self.d2
         n = self.u.n
-        nxt.fit_score = np.empty(n + replicas)
-        nxt.fit_score[:n] = self.fit_score[:n]
+        if len(self.fit_score) >= n + replicas:
+            nxt.fit_score = self.fit_score  # taken over: the workload before is done with it
+        else:
+            nxt.fit_score = np.empty(max(n + replicas, 2 * len(self.fit_score)))
+            nxt.fit_score[:n] = self.fit_score[:n]
         return nxt
 
     def best(self, *, no_spot: bool, not_at: BoolArray | None) -> int:
