@@ -9,27 +9,14 @@ table's numpy columns, not these.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import fields
 from operator import index
 from typing import Any, SupportsIndex, overload
 
 from broker.core.domain import Arch, CapacityType, Pool
 
 # Pool's fields, in its constructor's order: the columns of a PoolList
-FIELDS: tuple[str, ...] = (
-    "id",
-    "site",
-    "instance_type",
-    "capacity_type",
-    "arch",
-    "vcpus",
-    "memory_gib",
-    "gpus",
-    "gpu_model",
-    "price_per_hour",
-    "max_nodes",
-    "price_source",
-    "price_as_of",
-)
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Pool))
 _CAPACITY = {c.value: c for c in CapacityType}
 _ARCH = {a.value: a for a in Arch}
 
