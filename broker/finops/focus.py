@@ -219,6 +219,17 @@ def _egress_provider(resources: Sequence[_Resource]) -> str:
     return _PROVIDER.get(next(iter(providers)), next(iter(providers))) if len(providers) == 1 else "Multiple providers"
 
 
+# names in a row's workloads tag: the largest placements' nodes hold 100,000s of workloads, whose
+# names in one field overflow CSV readers' field limits (Python's csv: 128 KiB)
+TAG_WORKLOADS = 100
+
+
+def _names(workloads: list[str]) -> str:
+    if len(workloads) <= TAG_WORKLOADS:
+        return ",".join(workloads)
+    return ",".join(workloads[:TAG_WORKLOADS]) + f",... ({len(workloads) - TAG_WORKLOADS} more)"
+
+
 def _row(
     e: LedgerEntry,
     res: _Resource,
@@ -235,7 +246,7 @@ def _row(
     teams = sorted({i.team for i in res.items})
     cost = dec(res.cost_per_hour * hours)
     bill_start, bill_end = billing_period(p_start)
-    tags = {"broker/placement": e.name, "broker/tenant": e.tenant, "broker/workloads": ",".join(workloads)}
+    tags = {"broker/placement": e.name, "broker/tenant": e.tenant, "broker/workloads": _names(workloads)}
     if teams:
         tags["team"] = ",".join(teams)
     row: dict[str, Any] = dict.fromkeys(COLUMN_NAMES)

@@ -254,3 +254,19 @@ def test_list_price_is_public_and_contracted_price_is_negotiated() -> None:
     q = float(ri["PricingQuantity"])  # type: ignore[arg-type]
     assert float(ri["ContractedCost"]) == pytest.approx(0.2 * q)  # type: ignore[arg-type]
     assert float(ri["ListCost"]) == pytest.approx(0.25 * q)  # type: ignore[arg-type]
+
+
+def test_a_huge_placements_tags_stay_within_a_csv_field() -> None:
+    names = [f"workload-{i:06d}" for i in range(20_000)]
+    p = placement(
+        [assignment(n, "aws:eu-central-1/m6i.xlarge/spot", 1, 0.001) for n in names],
+        nodes=[("aws:eu-central-1/m6i.xlarge/spot", 5000, 5.0)],
+        request={"workloads": [{"name": n} for n in names]},
+        cost_per_hour=20.0,
+        id="pl_3",
+        created_at=T0,
+    )
+    e = entry_from_placement(p)
+    rows = focus_rows([e], items_from_placement(e, p, lambda q: None), start=T0, end=T0 + timedelta(hours=1))
+    tags = json.loads(str(rows[0]["Tags"]))
+    assert tags["broker/workloads"].endswith(",... (19900 more)") and len(str(rows[0]["Tags"])) < 131_072
