@@ -191,6 +191,33 @@ def node_placement(
     return selector, tolerations
 
 
+def node_exclusions(provider: str, capacity: str) -> list[dict[str, str]]:
+    """Node labels an on-demand or reserved pod must not land on. GKE leaves Spot and preemptible
+    node pools untainted unless asked, so a pod without a toleration can still be scheduled there;
+    AKS taints its spot pools and Karpenter's selector names the capacity type, so they need none."""
+    if provider == "gcp" and capacity != "spot":
+        return [
+            {"key": "cloud.google.com/gke-spot", "operator": "DoesNotExist"},
+            {"key": "cloud.google.com/gke-preemptible", "operator": "DoesNotExist"},
+        ]
+    return []
+
+
+def _require_node(pod_spec: dict[str, Any], expressions: list[dict[str, str]]) -> None:
+    """AND the expressions into the pod's required node affinity: into each of a template's own
+    terms (terms are ORed), or as the one term."""
+    affinity = dict(pod_spec.get("affinity") or {})
+    node = dict(affinity.get("nodeAffinity") or {})
+    required = dict(node.get(_REQUIRED) or {})
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or []] or [{}]
+    for t in terms:
+        t["matchExpressions"] = [*(t.get("matchExpressions") or []), *expressions]
+    required["nodeSelectorTerms"] = terms
+    node[_REQUIRED] = required
+    affinity["nodeAffinity"] = node
+    pod_spec["affinity"] = affinity
+
+
 def resource_requests(spec: WorkloadSpec) -> dict[str, Any]:
     requests: dict[str, str] = {
         "cpu": f"{round(spec.cpu * 1000)}m",
@@ -369,6 +396,8 @@ def render(row: _Row, *, app: str, placement_id: str, template: str | None) -> d
     pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_selector}
     if tolerations:
         pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or []), *tolerations]
+    if avoid := node_exclusions(row.provider, row.capacity):
+        _require_node(pod_spec, avoid)
     anti, spread = node_spread(row.workload, selector_labels)
     if anti:  # beside a template's own terms
         affinity = dict(pod_spec.get("affinity") or {})

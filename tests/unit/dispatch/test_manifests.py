@@ -374,3 +374,68 @@ def test_a_templates_own_anti_affinity_is_kept_beside_max_per_node() -> None:
     ]
     assert terms[0] == own and terms[1]["topologyKey"] == "kubernetes.io/hostname"
     assert problems(m) == []
+
+
+def test_gke_on_demand_and_reserved_pods_keep_off_spot_nodes() -> None:
+    """GKE leaves Spot and preemptible node pools untainted unless asked: an on-demand or reserved
+    pod needs a required node affinity to stay off them; a spot pod, a template's own node terms
+    (each gets the exclusions ANDed in) and other providers are as before."""
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["europe-west1-b"]}
+    template = yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "${name}"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [{"matchExpressions": [zone]}]
+                                }
+                            }
+                        },
+                        "containers": [{"name": "web", "image": "nginx"}],
+                    }
+                }
+            },
+        }
+    )
+    request = {
+        "name": "shop",
+        "workloads": [
+            {"name": w, "replicas": 1, "cpu": 0.5, "memory_gib": 1} for w in ("od", "res", "spot", "tpl", "aws")
+        ],
+    }
+    gcp = "gcp:europe-west1/n2-standard-2"
+    one = placement(
+        [
+            assignment("od", f"{gcp}/ondemand", 1, 0.1),
+            assignment("res", f"{gcp}/reserved", 1, 0.1),
+            assignment("spot", f"{gcp}/spot", 1, 0.03),
+            assignment("tpl", f"{gcp}/ondemand", 1, 0.1),
+            assignment("aws", "aws:eu-central-1/m6i.large/ondemand", 1, 0.1),
+        ],
+        request=request,
+        id="pl_4",
+    )
+    targets = {s: [Target(s.split(":")[0], s, "shop")] for s in ("gcp:europe-west1", "aws:eu-central-1")}
+    bundles = build_bundles(one, targets, templates={"tpl": template})
+    pods = {
+        m["metadata"]["labels"][f"{PREFIX}/workload"]: m["spec"]["template"]["spec"]
+        for b in bundles
+        for m in b.manifests
+    }
+    off_spot = [
+        {"key": "cloud.google.com/gke-spot", "operator": "DoesNotExist"},
+        {"key": "cloud.google.com/gke-preemptible", "operator": "DoesNotExist"},
+    ]
+
+    def terms(pod: dict) -> list:  # type: ignore[type-arg]
+        return pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+
+    assert terms(pods["od"]) == terms(pods["res"]) == [{"matchExpressions": off_spot}]
+    assert terms(pods["tpl"]) == [{"matchExpressions": [zone, *off_spot]}]
+    assert "affinity" not in pods["spot"] and "affinity" not in pods["aws"]
+    check_bundles(bundles)  # strictly valid manifests
