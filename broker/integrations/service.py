@@ -11,6 +11,7 @@ from broker.app import Broker
 from broker.catalog.prices import COMMITTED, list_discounts
 from broker.db.models import PoolRow
 from broker.dispatch.clusters import list_clusters
+from broker.dispatch.manifests import site_region
 from broker.errors import InvalidRequest
 from broker.integrations.karmada import UnservedSites, propagation_policies
 from broker.integrations.karpenter import KARPENTER_PROVIDERS, Commitment, commitment_overlays, discount_overlays
@@ -25,7 +26,8 @@ def node_overlays(broker: Broker, *, provider: str, commitments: bool) -> tuple[
             errors=[{"loc": ["query", "provider"], "msg": f"one of {', '.join(KARPENTER_PROVIDERS)}"}],
         )
     table = broker.catalog().table
-    regions = _regions_not_zones({s.id: s.id.partition(":")[2] for s in table.sites if s.provider == provider})
+    # regions only: a Local or Wavelength Zone's nodes carry their parent region's label
+    regions = {s.id: s.region for s in table.sites if s.provider == provider and site_region(s.id) == s.region}
     types_by_region: dict[str, set[str]] = defaultdict(set)
     for site, instance_type in zip(table.pools.column("site"), table.pools.column("instance_type"), strict=True):
         if site in regions:
@@ -74,15 +76,3 @@ def karmada_policies(
         raise InvalidRequest(
             str(exc), errors=[{"loc": ["query", "member"], "msg": f"no cluster for {', '.join(exc.sites)}"}]
         ) from exc
-
-
-def _regions_not_zones(region_of: dict[str, str]) -> dict[str, str]:
-    """The sites that are regions: a Local or Wavelength Zone (us-east-1-bos-1, its code its
-    parent's and more) carries its parent region's topology.kubernetes.io/region label."""
-    names = set(region_of.values())
-
-    def zone(region: str) -> bool:
-        parts = region.split("-")
-        return any("-".join(parts[:k]) in names for k in range(1, len(parts)))
-
-    return {site: r for site, r in region_of.items() if not zone(r)}
