@@ -165,6 +165,13 @@ def is_postgres(url: Any) -> bool:
 
 
 @pytest.fixture()
+def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test's database for CLI commands run in process (they read BROKER_DATABASE_URL)."""
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    return db_url
+
+
+@pytest.fixture()
 def server_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The operator's path roots and the data dir inside the test's tmp dir, as a deployment sets them.
 

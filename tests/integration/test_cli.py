@@ -21,12 +21,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
 
 
-@pytest.fixture()
-def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
-    return db_url
-
-
 def test_place_embedded_json(env: str) -> None:
     r = runner.invoke(app, ["place", "-f", str(EXAMPLES / "checkout.yaml"), "--format", "json"])
     assert r.exit_code == 0, r.output

@@ -17,12 +17,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
 
 
-@pytest.fixture()
-def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
-    return db_url
-
-
 def _one_message(r: Result, *said: str) -> None:
     assert r.exit_code == EXIT_INVALID, r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception

@@ -138,12 +138,6 @@ def test_a_score_out_of_range_is_refused_by_the_schema(hub: Hub) -> None:
 # ---- the CLI on the real catalog -----------------------------------------------------------
 
 
-@pytest.fixture()
-def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
-    return db_url
-
-
 def test_broker_ocm_publish(env: str, hub: Hub) -> None:
     _, objects, _, kubeconfig = hub
     managed_cluster(objects, "fra", "aws:eu-central-1")

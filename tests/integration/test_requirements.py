@@ -120,12 +120,6 @@ def test_bad_selector_is_a_422_naming_the_clause(shared_client: TestClient) -> N
 # ---- the CLI's request files ---------------------------------------------------------------
 
 
-@pytest.fixture()
-def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
-    return db_url
-
-
 def test_cli_places_the_requirements_example(env: str) -> None:
     r = runner.invoke(app, ["place", "-f", str(EXAMPLE), "--format", "json"])
     assert r.exit_code == 0, r.output

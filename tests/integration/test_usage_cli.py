@@ -24,12 +24,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "usage"
 runner = CliRunner()
 
 
-@pytest.fixture()
-def env(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
-    return db_url
-
-
 def stored(db_url: str) -> int:
     with Broker.open(Settings(database_url=db_url), prepare=False).sessions() as s:
         return int(s.scalar(select(func.count()).select_from(UsageSampleRow)) or 0)
