@@ -343,23 +343,21 @@ def test_without_max_per_node_pods_carry_no_spread() -> None:
             assert "affinity" not in pod and "topologySpreadConstraints" not in pod
 
 
+def _template_with_affinity(affinity: dict[str, object]) -> str:
+    """A user's Deployment template whose pods carry their own affinity terms."""
+    spec = {"affinity": affinity, "containers": [{"name": "web", "image": "nginx"}]}
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "${name}"},
+        "spec": {"template": {"spec": spec}},
+    }
+    return yaml.safe_dump(doc)
+
+
 def test_a_templates_own_anti_affinity_is_kept_beside_max_per_node() -> None:
     own = {"labelSelector": {"matchLabels": {"tier": "db"}}, "topologyKey": "topology.kubernetes.io/zone"}
-    template = yaml.safe_dump(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "${name}"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own]}},
-                        "containers": [{"name": "web", "image": "nginx"}],
-                    }
-                }
-            },
-        }
-    )
+    template = _template_with_affinity({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own]}})
     request = {
         "name": "shop",
         "workloads": [{"name": "web", "replicas": 2, "cpu": 0.5, "memory_gib": 1, "spread": {"max_per_node": 1}}],
@@ -381,25 +379,11 @@ def test_gke_on_demand_and_reserved_pods_keep_off_spot_nodes() -> None:
     pod needs a required node affinity to stay off them; a spot pod, a template's own node terms
     (each gets the exclusions ANDed in) and other providers are as before."""
     zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["europe-west1-b"]}
-    template = yaml.safe_dump(
+    template = _template_with_affinity(
         {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "${name}"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "affinity": {
-                            "nodeAffinity": {
-                                "requiredDuringSchedulingIgnoredDuringExecution": {
-                                    "nodeSelectorTerms": [{"matchExpressions": [zone]}]
-                                }
-                            }
-                        },
-                        "containers": [{"name": "web", "image": "nginx"}],
-                    }
-                }
-            },
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}
+            }
         }
     )
     request = {
