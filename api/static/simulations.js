@@ -42,7 +42,7 @@
     if (charts[id]) charts[id].destroy();
     const datasets = Object.entries(sim.series).map(([policy, s], i) => ({
       label: policy,
-      data: s.hour.map((h, k) => ({ x: h, y: s[key][k] })),
+      data: s[key] ? s.hour.map((h, k) => ({ x: h, y: s[key][k] })) : [],
       borderColor: color(policy, i),
       backgroundColor: color(policy, i),
       borderWidth: 1.5,
@@ -94,6 +94,8 @@
       .join("");
     lineChart("ch-spend", sim, "spend_per_hour", "USD / hour");
     lineChart("ch-util", sim, "cpu_utilisation", "used / provisioned cores");
+    lineChart("ch-mem", sim, "memory_utilisation", "used / provisioned GiB");
+    $("#ch-mem-missing").hidden = Object.values(sim.series).every((s) => s.memory_utilisation);
   }
 
   async function load() {

@@ -36,7 +36,14 @@ log = logging.getLogger("broker.simulations")
 KIND_SIMULATION = "simulation"
 DEFAULT_POLICIES = ("kube-default", "cheapest-fit", "karpenter-like", "broker")
 # the stored per-step figures (the dashboard's plots); longer runs are stored hourly
-STORED_SERIES = ("spend_per_hour", "cpu_utilisation", "starved_core_min", "unavailable_replica_min", "nodes")
+STORED_SERIES = (
+    "spend_per_hour",
+    "cpu_utilisation",
+    "memory_utilisation",
+    "starved_core_min",
+    "unavailable_replica_min",
+    "nodes",
+)
 MAX_STORED_POINTS = 2016
 PROGRESS_EVERY = 0.02
 

@@ -112,6 +112,9 @@ def series_frame(runs: list[RunResult]) -> pd.DataFrame:
         df["cpu_utilisation"] = np.divide(
             s["used_cpu"], s["provisioned_cpu"], out=np.zeros(n), where=s["provisioned_cpu"] > 0
         )
+        df["memory_utilisation"] = np.divide(
+            s["used_memory"], s["provisioned_memory"], out=np.zeros(n), where=s["provisioned_memory"] > 0
+        )
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -90,7 +90,8 @@ def test_simulation_page_draws_the_stored_run(server: tuple[str, str], page: tup
         assert cell == f"${row['spend_usd']:,.2f}"
 
     # the charts plot the stored series: one line per policy, same points
-    for chart, key in (("ch-spend", "spend_per_hour"), ("ch-util", "cpu_utilisation")):
+    charts = (("ch-spend", "spend_per_hour"), ("ch-util", "cpu_utilisation"), ("ch-mem", "memory_utilisation"))
+    for chart, key in charts:
         labels = pg.evaluate(f"window.__simulations.charts['{chart}'].data.datasets.map(d => d.label)")
         assert labels == ["kube-default", "karpenter-like", "broker"]
         for i, policy in enumerate(labels):
