@@ -140,7 +140,9 @@
           { label: "Savings", data: s.points.map((pt) => pt.savings), borderColor: COLORS.savings,
             backgroundColor: "rgba(19,163,110,.0)", pointRadius: 0, fill: false, tension: 0.2 },
           { label: `Second figure: ${greedyName}`, data: s.points.map((pt) => pt.greedy_baseline_cost),
-            borderColor: "#c9ced8", borderDash: [2, 3], borderWidth: 1, pointRadius: 0, fill: false, tension: 0.2 },
+            borderColor: "#c9ced8", borderDash: [2, 3], borderWidth: 1, pointRadius: 0, fill: false, tension: 0.2,
+            // off until its legend entry is clicked: a greedy several times the cost would flatten the headline lines
+            hidden: true },
         ],
       },
       options: opts,
