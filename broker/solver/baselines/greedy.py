@@ -1,8 +1,9 @@
 """Greedy cheapest fit (SkyPilot-style), a baseline implemented in the project.
 
-Each workload on its own, no node sharing between workloads: the pool with the lowest cost per
-replica when a node holds floor(node / replica) replicas, spread round-robin over the cheapest
-`min_sites` sites. It keeps every hard constraint the solver keeps (filters, spread, spot caps,
+Each workload on its own, no node sharing between workloads: at each site, the pool that hosts
+the replicas the workload puts there at the lowest cost (whole nodes: a 2-replica workload does
+not pick a 96-vCPU node for its price per replica when full), spread round-robin over the
+cheapest `min_sites` sites. It keeps every hard constraint the solver keeps (filters, spread, spot caps,
 owned capacity), so the comparison is fair; its placement is also one of the search's starts.
 """
 
@@ -25,10 +26,9 @@ from broker.solver.types import Placement
 @dataclass(frozen=True)
 class _Shape:
     """What a workload's size makes of its candidate pools, shared by workloads of one shape and
-    candidate set: replicas per node, node cost per replica, and the candidates grouped by site."""
+    candidate set: replicas per node and the candidates grouped by site."""
 
     per_node: FloatArray
-    node_share: FloatArray  # node cost / replicas per node
     by_site: IntArray  # positions into cand, grouped by site, ascending within a site
     bounds: IntArray  # site group g is by_site[bounds[g] : bounds[g + 1]]
 
@@ -40,7 +40,7 @@ _MAX_SIZES = 64
 
 class _Shapes:
     """_Shape per (candidate set, size). A size met on a second candidate set has its replicas per
-    node and node cost per replica computed over every pool (an estate has a few dozen sizes and
+    node computed over every pool (an estate has a few dozen sizes and
     hundreds of candidate sets, of thousands of pools each), read at each set's candidates; the
     grouping by site is computed once per set. Element-wise: the same values either way."""
 
@@ -49,7 +49,7 @@ class _Shapes:
         # small site numbers: a stable argsort of them is a radix sort
         small = len(arr.site_idx) and arr.site_idx.max() < 2**15
         self.site_key = arr.site_idx.astype(np.int16) if small else arr.site_idx
-        self.sizes: dict[tuple[float, float, float], tuple[FloatArray, FloatArray]] = {}
+        self.sizes: dict[tuple[float, float, float], FloatArray] = {}
         self.met: set[tuple[float, float, float]] = set()
         self.groups: dict[tuple[object, ...], tuple[IntArray, IntArray]] = {}
         self.shapes: dict[tuple[object, ...], _Shape] = {}
@@ -63,22 +63,18 @@ class _Shapes:
             if size not in self.sizes and size in self.met and len(self.sizes) < _MAX_SIZES:
                 self.sizes[size] = self._per_node(w, slice(None))
             self.met.add(size)
-            if size in self.sizes:
-                per_node, share = (a[wd.cand] for a in self.sizes[size])
-            else:
-                per_node, share = self._per_node(w, wd.cand)
+            per_node = self.sizes[size][wd.cand] if size in self.sizes else self._per_node(w, wd.cand)
             if wd.signature not in self.groups:
                 by_site = np.argsort(self.site_key[wd.cand], kind="stable")
                 self.groups[wd.signature] = (by_site, group_bounds(self.arr.site_idx[wd.cand[by_site]]))
-            shape = self.shapes[key] = _Shape(per_node, share, *self.groups[wd.signature])
+            shape = self.shapes[key] = _Shape(per_node, *self.groups[wd.signature])
         return shape
 
-    def _per_node(self, w: Workload, pools: IntArray | slice) -> tuple[FloatArray, FloatArray]:
-        """Replicas per node and node cost per replica on `pools`."""
+    def _per_node(self, w: Workload, pools: IntArray | slice) -> FloatArray:
+        """Replicas per node on `pools`."""
         arr = self.arr
         exact = per_node_exact(w.cpu, w.memory_gib, w.gpus, arr.vcpus[pools], arr.mem[pools], arr.gpus[pools])
-        per_node = np.maximum(np.floor(exact + 1e-9), 1.0)
-        return per_node, arr.node_cost[pools] / per_node
+        return np.maximum(np.floor(exact + 1e-9), 1.0)
 
 
 def greedy_cheapest_fit(
@@ -105,10 +101,12 @@ def greedy_cheapest_fit(
             return None
         shape = shapes.get(wd)
         per_node = shape.per_node
-        # rep_cost follows from the signature and storage, as for `memo`
-        cost_key = (wd.signature, w.cpu, w.memory_gib, w.gpus, w.storage_gib, w.storage_tier)
+        # rep_cost follows from the signature and storage, as for `memo`; a site holds at most
+        # `here` of the workload's replicas, on whole nodes
+        here = -(-w.replicas // w.min_sites)
+        cost_key = (wd.signature, w.cpu, w.memory_gib, w.gpus, w.storage_gib, w.storage_tier, here)
         if cost_key not in costs:
-            cost = shape.node_share + wd.rep_cost
+            cost = arr.node_cost[cand] * np.ceil(here / per_node) / here + wd.rep_cost
             # sites cheapest first, and within a site its pools cheapest first (ties by position):
             # the order a stable argsort of all candidates gives, sorting only the sites visited
             costs[cost_key] = (cost, cheapest_per_site(cost, shape.by_site, shape.bounds)[0].tolist())

@@ -27,10 +27,9 @@ def _per_node(wd: WorkloadData, vcpus: FloatArray, mem: FloatArray, gpus: FloatA
 @dataclass(frozen=True)
 class _Shape:
     """What a workload's size makes of its candidate pools, shared by workloads of one shape and
-    candidate set: replicas per node, node cost per replica, and the candidates grouped by site."""
+    candidate set: replicas per node and the candidates grouped by site."""
 
     per_node: FloatArray
-    node_share: FloatArray  # node cost / replicas per node
     by_site: IntArray  # positions into cand, grouped by site, ascending within a site
     bounds: IntArray  # site group g is by_site[bounds[g] : bounds[g + 1]]
 
@@ -39,7 +38,7 @@ def _shape(wd: WorkloadData, arr: PoolArrays) -> _Shape:
     per_node = _per_node(wd, arr.vcpus, arr.mem, arr.gpus)
     by_site = np.argsort(arr.site_idx[wd.cand], kind="stable")
     site_of = arr.site_idx[wd.cand[by_site]]
-    return _Shape(per_node, arr.node_cost[wd.cand] / per_node, by_site, group_bounds(site_of))
+    return _Shape(per_node, by_site, group_bounds(site_of))
 
 
 def greedy_cheapest_fit(
@@ -69,10 +68,12 @@ def greedy_cheapest_fit(
             shapes[shape_key] = _shape(wd, arr)
         shape = shapes[shape_key]
         per_node = shape.per_node
-        # rep_cost follows from the signature and storage, as for `memo`
-        cost_key = (*shape_key, w.storage_gib, w.storage_tier)
+        # rep_cost follows from the signature and storage, as for `memo`; whole nodes for the
+        # replicas a site holds
+        here = -(-w.replicas // w.min_sites)
+        cost_key = (*shape_key, w.storage_gib, w.storage_tier, here)
         if cost_key not in costs:
-            cost = shape.node_share + wd.rep_cost
+            cost = arr.node_cost[cand] * np.ceil(here / per_node) / here + wd.rep_cost
             # sites cheapest first, and within a site its pools cheapest first (ties by position):
             # the order a stable argsort of all candidates gives, sorting only the sites visited
             costs[cost_key] = (cost, cheapest_per_site(cost, shape.by_site, shape.bounds)[0].tolist())

@@ -73,13 +73,14 @@ def _run(
 
 
 GREEDY = {
-    # per replica: an owned 48-vCPU node 0.9 / 48, then us-east-1's small 0.072 / 2, azure's 0.076 / 2
+    # on whole nodes: 4 replicas on two of us-east-1's small (0.072 each) rather than one owned
+    # 48-vCPU node (0.9), the cheapest per replica only when full; b's 3 + 2 likewise, then azure
     "cheapest-pool-then-spread": (
         [Workload("a", 4, 1, 2), Workload("b", 5, 1, 2, min_sites=2)],
         {
-            ("a", "private:fra-dc1/r740/reserved"): 4,
-            ("b", "private:fra-dc1/r740/reserved"): 3,
-            ("b", "aws:us-east-1/small/ondemand"): 2,
+            ("a", "aws:us-east-1/small/ondemand"): 4,
+            ("b", "aws:us-east-1/small/ondemand"): 3,
+            ("b", "azure:eastus/small/ondemand"): 2,
         },
     ),
     # us-east-1 per replica: small spot 0.0126, large spot 0.0138, medium spot 0.0150, small 0.036
@@ -87,7 +88,8 @@ GREEDY = {
         [Workload("c", 4, 1, 2, capacity_types=ON_SPOT, max_spot_fraction=0.5)],
         {("c", "aws:us-east-1/small/spot"): 2, ("c", "aws:us-east-1/small/ondemand"): 2},
     ),
-    # 3 owned nodes hold 144 replicas: the first workload fills them, the same one after it finds none
+    # 200 replicas fill owned nodes (0.9 / 48 per replica): the 3 there hold 144, the same
+    # workload after it finds none
     "owned-nodes-run-out": (
         [Workload("d1", 200, 1, 2), Workload("d2", 200, 1, 2)],
         {
@@ -100,7 +102,7 @@ GREEDY = {
 
 
 @pytest.mark.parametrize("name", list(GREEDY))
-def test_greedy_places_each_workload_on_its_cheapest_pools_per_replica(name: str) -> None:
+def test_greedy_places_each_workload_on_its_cheapest_whole_nodes(name: str) -> None:
     ws, expected = GREEDY[name]
     placed = _run(ws, "greedy")
     assert placed is not None
