@@ -43,4 +43,5 @@ def json_document(model: type[M], raw: bytes, what: str) -> M:
             if callable(errors)
             else [{"loc": ["body"], "msg": str(exc)}]
         )
-        raise InvalidRequest(f"{what} is invalid", errors=detail) from exc
+        where = ", ".join(".".join(str(p) for p in e["loc"]) for e in detail[:3])
+        raise InvalidRequest(f"{what} is invalid: {where}", errors=detail) from exc

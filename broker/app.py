@@ -276,7 +276,8 @@ class Broker:
         if errors:
             raise InvalidRequest("the placement request names unknown sites", errors=errors)
 
-    def get_placement(self, pid: str, *, tenant: str = "default") -> Placement:
+    def get_placement(self, pid: str, *, tenant: str | None = "default") -> Placement:
+        """`tenant=None`: a placement of any tenant (the operator: the CLI, the API without a key)."""
         return PlacementStore(self.sessions).get(pid, tenant=tenant)
 
     def list_placements(

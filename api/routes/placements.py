@@ -6,10 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker, get_principal, get_tenant
 from api.paging import Offset
 from api.routes.admin import JobOut, accept_placement_job, get_jobs, wants_async
 from api.schemas import PlacementPage, PlacementSummary
+from broker.access.keys import Principal
 from broker.app import Broker
 from broker.jobs.queue import JobQueue
 from broker.placements.documents import PlacementOut
@@ -72,6 +73,12 @@ def list_placements(
 
 @router.get("/placements/{placement_id}", response_model=PlacementOut, responses={404: _PROBLEM})
 def get_placement(
-    placement_id: str, broker: Annotated[Broker, Depends(get_broker)], tenant: Annotated[str, Depends(get_tenant)]
+    placement_id: str,
+    broker: Annotated[Broker, Depends(get_broker)],
+    caller: Annotated[Principal, Depends(get_principal)],
 ) -> PlacementOut:
+    """A stored placement of the caller's tenant (another tenant's id is 404). Without a key
+    (authentication off, loopback) the local operator reads any tenant's, as its dashboard,
+    savings and FOCUS export show every tenant's placements."""
+    tenant = None if caller.key_id is None else caller.tenant
     return PlacementOut.from_domain(broker.get_placement(placement_id, tenant=tenant))

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import pandas as pd
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import get_broker, get_tenant
 from api.uploads import csv_or_json_body, json_document, read_upload
@@ -19,12 +19,16 @@ _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
 
 class UsageSampleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field ("metrc") is an error, not a cpu sample
+
     timestamp: int | float | str
     value: float | str
     metric: str = "cpu"
 
 
 class UsageDocumentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     samples: list[UsageSampleIn] = Field(min_length=1, max_length=500_000)
 
 

@@ -15,9 +15,53 @@
   const signed = (x) => (x < 0 ? "−" : "+") + usd(Math.abs(x), 4);
   const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 
+  const RANGES = ["7", "30", "90", "365", "custom"];
+
   function params() {
     const q = new URLSearchParams(location.search);
-    return { tenant: q.get("tenant") || "", range: q.get("range") || "30", from: q.get("from") || "", to: q.get("to") || "" };
+    const from = q.get("from") || "";
+    const to = q.get("to") || "";
+    // a from or to without a range asks for that window, not for the default one
+    const range = q.get("range") || (from || to ? "custom" : "30");
+    return { tenant: q.get("tenant") || "", range, from, to };
+  }
+
+  const isDay = (s) => /^\d{4}-\d{2}-\d{2}$/.test(s) && !isNaN(Date.parse(s + "T00:00:00Z")) &&
+    new Date(s + "T00:00:00Z").toISOString().slice(0, 10) === s;
+
+  // why the URL's window cannot be drawn, naming the parameter ("" when it can): a mistyped
+  // date must not quietly show another window's figures
+  function invalidWindow(p) {
+    const bad = (name, why) => `Invalid URL parameter "${name}": ${why}`;
+    if (!RANGES.includes(p.range)) return bad("range", `${JSON.stringify(p.range)} is not one of ${RANGES.join(", ")}`);
+    if (p.range !== "custom") {
+      const extra = p.from ? "from" : p.to ? "to" : "";
+      return extra ? bad(extra, `a date goes with range=custom, not range=${p.range}`) : "";
+    }
+    for (const [name, value] of [["from", p.from], ["to", p.to]]) {
+      if (!value) return bad(name, "missing (a custom range needs from and to, YYYY-MM-DD)");
+      if (!isDay(value)) return bad(name, `${JSON.stringify(value)} is not a date (YYYY-MM-DD)`);
+    }
+    return "";
+  }
+
+  // a problem+json answer as one line: its detail and each field it names
+  async function problemText(resp) {
+    try {
+      const doc = await resp.json();
+      const fields = (doc.errors || []).map((e) => `${(e.loc || []).slice(1).join(".")}: ${e.msg}`);
+      return [doc.detail || `HTTP ${resp.status}`, ...fields].join("; ");
+    } catch (_) {
+      return "dashboard data: HTTP " + resp.status;
+    }
+  }
+
+  function showError(message) {
+    document.body.dataset.state = "error";
+    $("#kpi-window").textContent = message;
+    const el = $("#error-banner");
+    el.textContent = message;
+    el.hidden = false;
   }
 
   function windowOf(p) {
@@ -37,6 +81,12 @@
     $("#f-from").value = p.from;
     $("#f-to").value = p.to;
     $("#filters").classList.toggle("show-custom", p.range === "custom");
+    const bad = invalidWindow(p);
+    if (bad) {
+      showError(bad);
+      return;
+    }
+    $("#error-banner").hidden = true;
     const w = windowOf(p);
     const q = new URLSearchParams({ from: w.from.toISOString(), to: w.to.toISOString() });
     if (p.tenant) q.set("tenant", p.tenant);
@@ -46,14 +96,16 @@
         fetch("/v1/dashboard?" + q.toString()),
         state.land ? Promise.resolve(state.land) : fetch("/dashboard/static/vendor/land-110m.json").then((r) => r.json()),
       ]);
-      if (!resp.ok) throw new Error("dashboard data: HTTP " + resp.status);
+      if (!resp.ok) {
+        showError(await problemText(resp));
+        return;
+      }
       state.data = await resp.json();
       state.land = land;
       render(state.data, p);
       document.body.dataset.state = "ready";
     } catch (err) {
-      document.body.dataset.state = "error";
-      $("#kpi-window").textContent = String(err.message || err);
+      showError(String(err.message || err));
     }
   }
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from broker.core.countries import ISO3166_ALPHA2
 from broker.core.domain import ResidencyPolicy
 
 INLINE_LABEL = "inline"
@@ -25,6 +26,9 @@ _NOT_ISO2 = {
     "UK": "the ISO 3166-1 code of the United Kingdom is GB",
     "EU": "EU is a jurisdiction; use allowed_jurisdictions",
 }
+#: Jurisdictions the catalog's sites carry (pricing.tco.jurisdictions): EU and EEA membership and
+#: a national code, the country's ISO2 code except UK for GB (some sites carry GB).
+KNOWN_JURISDICTIONS = frozenset({"EU", "EEA", "UK"}) | ISO3166_ALPHA2
 
 #: Countries with an EU adequacy decision (Art. 45 GDPR), besides the EEA itself.
 #: CA: commercial organisations under PIPEDA only. US: only organisations certified
@@ -89,7 +93,7 @@ BUILTIN_POLICIES: dict[str, ResidencyPolicy] = {
 }
 
 
-def _codes(field: str, value: Any, pattern: re.Pattern[str], what: str) -> frozenset[str]:
+def _codes(field: str, value: Any, pattern: re.Pattern[str], what: str, known: frozenset[str]) -> frozenset[str]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise ValueError(f"residency.{field}: expected a list of {what}, got {type(value).__name__}")
     out: set[str] = set()
@@ -101,6 +105,8 @@ def _codes(field: str, value: Any, pattern: re.Pattern[str], what: str) -> froze
             if isinstance(item, str) and pattern.match(item.upper()):
                 hint = f" (codes are upper case: {item.upper()!r})"
             raise ValueError(f"residency.{field}: {item!r} is not {what}{hint}")
+        if item not in known:  # well-formed but no such country: no site could ever match it
+            raise ValueError(f"residency.{field}: {item!r} is not {what} (no such code)")
         out.add(item)
     return frozenset(out)
 
@@ -108,8 +114,9 @@ def _codes(field: str, value: Any, pattern: re.Pattern[str], what: str) -> froze
 def resolve_policy(value: str | Mapping[str, Any]) -> ResidencyPolicy:
     """A built-in policy by name, or an inline policy from a mapping.
 
-    Inline keys: ``allowed_countries`` and ``denied_countries`` (ISO 3166-1 alpha-2,
-    upper case) and ``allowed_jurisdictions`` (e.g. ``EU``, ``EEA``, ``UK``, ``US``).
+    Inline keys: ``allowed_countries`` and ``denied_countries`` (assigned ISO 3166-1
+    alpha-2 codes, upper case) and ``allowed_jurisdictions`` (``EU``, ``EEA``, ``UK`` or an
+    ISO 3166-1 alpha-2 code, e.g. ``US``).
     Raises ValueError naming the offending field.
     """
     if isinstance(value, ResidencyPolicy):
@@ -125,20 +132,15 @@ def resolve_policy(value: str | Mapping[str, Any]) -> ResidencyPolicy:
     unknown = sorted(str(k) for k in value if k not in INLINE_KEYS)
     if unknown:
         raise ValueError(f"residency: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(INLINE_KEYS)}")
-    allowed = _codes(
-        "allowed_countries",
-        value.get("allowed_countries", ()),
-        _ISO2_RE,
-        "an ISO 3166-1 alpha-2 country code",
-    )
-    denied = _codes(
-        "denied_countries", value.get("denied_countries", ()), _ISO2_RE, "an ISO 3166-1 alpha-2 country code"
-    )
+    iso2 = "an ISO 3166-1 alpha-2 country code"
+    allowed = _codes("allowed_countries", value.get("allowed_countries", ()), _ISO2_RE, iso2, ISO3166_ALPHA2)
+    denied = _codes("denied_countries", value.get("denied_countries", ()), _ISO2_RE, iso2, ISO3166_ALPHA2)
     juris = _codes(
         "allowed_jurisdictions",
         value.get("allowed_jurisdictions", ()),
         _JURISDICTION_RE,
-        "a jurisdiction code (2-3 upper-case letters, e.g. EU, EEA, UK, US)",
+        "a jurisdiction code (EU, EEA, UK or a country's ISO 3166-1 alpha-2 code, e.g. US)",
+        KNOWN_JURISDICTIONS,
     )
     both = sorted(allowed & denied)
     if both:

@@ -27,10 +27,13 @@ class PlacementStore:
         """Write a stored placement (its header and child rows) in the caller's transaction."""
         session.add(PlacementRow.from_domain(placement))
 
-    def get(self, placement_id: str, *, tenant: str) -> Placement:
-        """The placement, if it exists and belongs to `tenant` (else NotFound: no probing other tenants)."""
+    def get(self, placement_id: str, *, tenant: str | None) -> Placement:
+        """The placement, if it exists and belongs to `tenant` (else NotFound: no probing other tenants).
+
+        `tenant=None`: of any tenant, for the operator only (the CLI, the API without a key)."""
+        where = [PlacementRow.id == placement_id] + ([] if tenant is None else [PlacementRow.tenant == tenant])
         with self._sessions() as s:
-            found = load_placements(s, PlacementRow.id == placement_id, PlacementRow.tenant == tenant)
+            found = load_placements(s, *where)
         if not found:
             raise NotFound(f"placement {placement_id!r} does not exist")
         return found[0]

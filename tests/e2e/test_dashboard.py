@@ -252,3 +252,64 @@ def test_fresh_prices_show_no_banner(server: str, page: tuple[Page, list[str]]) 
     pg.goto(f"{server}/dashboard")
     data = _ready(pg)
     assert pg.locator("#stale-banner").is_visible() == any(r["stale"] for r in data["prices"])
+
+
+def _day(days_from_today: int) -> str:
+    return (datetime.now(UTC) + timedelta(days=days_from_today)).strftime("%Y-%m-%d")
+
+
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        ("from=garbage", "from"),
+        ("range=custom&from=2026-01-01&to=garbage", "to"),
+        ("from=2026-01-01&to=2026-02-30", "to"),  # no such day
+        ("range=custom&from=2026-01-01", "to"),  # a custom window needs both ends
+        ("range=fortnight", "range"),
+        ("range=7&from=2026-01-01", "from"),  # a date with a fixed range: which window was meant?
+    ],
+)
+def test_an_unparseable_filter_is_an_error_naming_it(
+    server: str, page: tuple[Page, list[str]], query: str, param: str
+) -> None:
+    """Before, these drew the default 30 days (or stayed blank): figures of a window nobody asked for."""
+    pg, problems = page
+    pg.goto(f"{server}/dashboard?{query}")
+    pg.wait_for_selector("body[data-state=error]", timeout=20_000)
+    banner = pg.locator("#error-banner")
+    assert banner.is_visible()
+    assert f'"{param}"' in banner.inner_text(), banner.inner_text()
+    assert pg.evaluate("window.__dashboard.state.data") is None  # nothing fetched, nothing drawn
+    assert not pg.locator("#kpi-cost-h").is_visible()
+    assert problems == []
+
+
+def test_a_window_the_server_refuses_shows_its_problem(server: str, page: tuple[Page, list[str]]) -> None:
+    """A from after the to (or after now) is the API's 422 naming `from`, shown on the page."""
+    pg, problems = page
+    pg.goto(f"{server}/dashboard?range=custom&from={_day(5)}&to={_day(9)}")
+    pg.wait_for_selector("body[data-state=error]", timeout=20_000)
+    text = pg.inner_text("#error-banner")
+    assert "from:" in text and "HTTP" not in text, text
+    assert not pg.locator("#kpi-cost-h").is_visible()
+    # the browser logs the refused request itself; the page throws nothing
+    assert [p for p in problems if "422" not in p] == []
+
+
+def test_dates_without_a_range_are_the_window_drawn(server: str, page: tuple[Page, list[str]]) -> None:
+    pg, problems = page
+    start, end = _day(-10), _day(-3)
+    pg.goto(f"{server}/dashboard?from={start}&to={end}")
+    data = _ready(pg)
+    assert data["from"].startswith(start) and data["to"].startswith(_day(-2))  # the `to` day is included
+    assert pg.input_value("#f-range") == "custom" and pg.input_value("#f-from") == start
+    assert not pg.locator("#error-banner").is_visible()
+    # an empty custom range applied in the page is an error too, and a valid one clears it
+    pg.fill("#f-from", "")
+    pg.click("#f-apply")
+    pg.wait_for_selector("body[data-state=error]", timeout=20_000)
+    assert '"from"' in pg.inner_text("#error-banner")
+    pg.select_option("#f-range", "7")
+    _ready(pg)
+    assert not pg.locator("#error-banner").is_visible() and pg.locator("#kpi-cost-h").is_visible()
+    assert problems == []

@@ -210,6 +210,11 @@ def _w(**kw: Any) -> dict[str, Any]:
         ({"name": "x", "workloads": [_w(replicas=0)]}, ["body", "workloads", 0, "replicas"]),
         ({"name": "x", "workloads": [_w(cpu="two")]}, ["body", "workloads", 0, "cpu"]),
         ({"name": "x", "workloads": [_w(residency="mars-only")]}, ["body", "workloads", 0, "residency"]),
+        # a country code that does not exist is invalid, not infeasible
+        (
+            {"name": "x", "workloads": [_w(residency={"allowed_countries": ["XX"]})]},
+            ["body", "workloads", 0, "residency"],
+        ),
         ({"name": "x", "workloads": [_w(arch=["sparc"])]}, ["body", "workloads", 0, "arch", 0]),
         (
             {"name": "x", "workloads": [_w(capacity_types=["cheap"])]},

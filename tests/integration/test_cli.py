@@ -50,6 +50,8 @@ def test_exit_3_on_infeasible(env: str) -> None:
         "name: x\nworkloads: [{name: a, replicas: 0, cpu: 1, memory_gib: 1}]\n",
         "{{{ not yaml",
         "just a string\n",
+        # a country code that does not exist: invalid (2), not infeasible (3)
+        "name: x\nworkloads: [{name: a, replicas: 1, cpu: 1, memory_gib: 1, residency: {allowed_countries: [XX]}}]\n",
     ],
 )
 def test_exit_2_on_invalid_input(env: str, tmp_path: Path, content: str) -> None:

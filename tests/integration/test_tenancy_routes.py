@@ -544,5 +544,13 @@ def test_auth_off_local_user_still_sees_every_tenant(world: World) -> None:
     with service_client(b) as c:
         groups = c.get("/v1/savings", params={"group_by": "tenant", "tenant": "alpha"}).json()["groups"]
         assert {g["key"] for g in groups} == {"alpha"}
-        assert "alpha" in c.get("/v1/dashboard").json()["tenants"]
+        dash = c.get("/v1/dashboard").json()
+        assert "alpha" in dash["tenants"]
+        # what the dashboard lists, the API shows: each latest placement reads by its id
+        assert world.pid in {x["id"] for x in dash["latest"]}
+        for row in dash["latest"]:
+            got = c.get(f"/v1/placements/{row['id']}")
+            assert got.status_code == 200, got.text
+            assert got.json()["id"] == row["id"]
+        assert c.get("/v1/placements/pl_nope").status_code == 404
     b.engine.dispose()

@@ -62,12 +62,25 @@ def test_post_csv_and_json_then_summary(client: TestClient) -> None:
         ('{"samples": []}', "application/json", ["body", "samples"]),
         ('{"samples": [{"timestamp": "later", "value": 1}]}', "application/json", ["line", 2, "timestamp"]),
         ("not json", "application/json", ["body"]),
+        # unknown fields are refused, as in every other request body: a misspelt metric is not a cpu sample
+        (
+            '{"samples": [{"timestamp": 1700000000, "value": 1, "metrc": "memory_gib"}]}',
+            "application/json",
+            ["body", "samples", 0, "metrc"],
+        ),
+        (
+            '{"samples": [{"timestamp": 1700000000, "value": 1}], "series": "web"}',
+            "application/json",
+            ["body", "series"],
+        ),
     ],
 )
 def test_bad_usage_is_422_and_stores_nothing(client: TestClient, body: str, ctype: str, loc: list[Any]) -> None:
     r = client.post("/v1/workloads/api/usage", content=body, headers={"content-type": ctype})
     assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
     assert any(e["loc"] == loc for e in r.json()["errors"]), r.json()
+    if loc[0] == "body" and len(loc) > 1:  # the detail names the field too, as for every request body
+        assert ".".join(map(str, loc)) in r.json()["detail"], r.json()
     assert client.get("/v1/workloads/api/usage").status_code == 404
 
 

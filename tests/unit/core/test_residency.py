@@ -107,6 +107,11 @@ def test_inline(inline: dict[str, Any], s: Site, allowed: bool) -> None:
         ({"allowed_countries": "DE"}, "allowed_countries"),
         ({"denied_countries": ["DEU"]}, "denied_countries"),
         ({"allowed_jurisdictions": ["eu"]}, "allowed_jurisdictions"),
+        # well-formed but no such country: refused, not answered as infeasible
+        ({"allowed_countries": ["XX"]}, "allowed_countries"),
+        ({"denied_countries": ["ZZ"]}, "denied_countries"),
+        ({"allowed_jurisdictions": ["XX"]}, "allowed_jurisdictions"),
+        ({"allowed_jurisdictions": ["EUR"]}, "allowed_jurisdictions"),
         ({"allowed_countries": ["DE"], "denied_countries": ["DE"]}, "denied_countries"),
         ({"regions": ["eu"]}, "regions"),
         ("no-such-policy", "no-such-policy"),
@@ -116,3 +121,31 @@ def test_inline(inline: dict[str, Any], s: Site, allowed: bool) -> None:
 def test_invalid_inline_names_field(value: Any, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         resolve_policy(value)
+
+
+@pytest.mark.parametrize(
+    "inline",
+    [
+        # every assigned code, including ones without a site, and every jurisdiction sites carry
+        {"allowed_countries": ["DE", "GB", "US", "AQ", "VA", "SS", "BQ"]},
+        {"denied_countries": ["CN", "HK", "MO", "RU", "KP"]},
+        {"allowed_jurisdictions": ["EU", "EEA", "UK", "GB", "US", "CH", "NO"]},
+    ],
+)
+def test_inline_accepts_assigned_codes(inline: dict[str, Any]) -> None:
+    assert resolve_policy(inline).name == "inline"
+
+
+def test_country_list_is_iso_3166_alpha_2() -> None:
+    from broker.core.countries import ISO3166_ALPHA2
+
+    assert len(ISO3166_ALPHA2) == 249
+    assert all(len(c) == 2 and c.isupper() for c in ISO3166_ALPHA2)
+    assert {"UK", "EU", "XK", "XX", "ZZ"}.isdisjoint(ISO3166_ALPHA2)
+    # every country of the bundled sites is a code of the list
+    import csv
+    from pathlib import Path
+
+    sites = Path(__file__).resolve().parents[3] / "pricing" / "snapshot" / "sites.csv"
+    with sites.open() as f:
+        assert {row["country"] for row in csv.DictReader(f)} <= ISO3166_ALPHA2
