@@ -20,7 +20,8 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.middleware_problems import replay_body, send_problem
+from api.errors import unavailable_answer
+from api.middleware_problems import replay_body, send_document, send_problem
 from api.request_encoding import BodyRefused, body_chunks, content_encoding, decoded_scope, read_decoded
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
@@ -98,6 +99,13 @@ class ServiceMiddleware:
                         'async jobs ("async": true)',
                         "timeout",
                     )
+            except Exception as exc:
+                # a dependency down under a middleware (an API key looked up in the database) is
+                # the 503 a route's would be; anything else is left to the app's 500 handler
+                answer = None if status["started"] else unavailable_answer(exc, instance=scope.get("path", ""))
+                if answer is None:
+                    raise
+                await send_document(send_wrapped, answer[0], headers=answer[1])
         finally:
             elapsed = time.perf_counter() - started
             template = route_template(scope, arrived)

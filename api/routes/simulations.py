@@ -69,10 +69,9 @@ def create_simulation(
     broker: Annotated[Broker, Depends(get_broker)],
     jobs: Annotated[JobQueue, Depends(get_jobs)],
 ) -> JSONResponse:
-    sim, job_id = SimulationService(broker).create(
-        body.fleet, tenant=tenant, policies=body.policies, days=body.days, seed=body.seed
-    )
-    jobs.enqueue(job_id)
+    service = SimulationService(broker)
+    sim, job_id = service.create(body.fleet, tenant=tenant, policies=body.policies, days=body.days, seed=body.seed)
+    service.submit(jobs, sim["id"], job_id)  # a queue that cannot take it: nothing stored, a 503
     doc = SimulationOut(**sim, job_id=job_id).model_dump(mode="json")
     return JSONResponse(doc, status_code=202, headers={"Location": f"/v1/simulations/{sim['id']}"})
 

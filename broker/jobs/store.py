@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.service_models import JobRow
@@ -72,6 +72,12 @@ class JobStore:
             )
             s.add(row)
             return describe(row)
+
+    def withdraw(self, job_id: str) -> bool:
+        """Delete a job no runner has claimed (its queue could not take it). False: it was claimed."""
+        with transaction(self._sessions) as s:
+            res = s.execute(delete(JobRow).where(JobRow.id == job_id, JobRow.status == "queued"))
+            return getattr(res, "rowcount", 0) == 1
 
     def get(self, job_id: str, *, tenant: str) -> dict[str, Any]:
         with self._sessions() as s:
