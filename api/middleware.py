@@ -218,6 +218,7 @@ def install(app: FastAPI) -> None:
     from broker.access.keys import KeyStore
     from broker.app import Broker
     from broker.jobs.queue import make_queue
+    from broker.jobs.store import JobStore, watch_abandoned
 
     broker: Broker = app.state.broker
     settings = broker.settings
@@ -238,6 +239,8 @@ def install(app: FastAPI) -> None:
         recovered = await to_thread.run_sync(app.state.jobs.recover)
         if recovered:
             log.info("re-enqueued %d queued jobs", recovered)
+        # jobs left running by a runner that died (this API's own, before a kill -9, or a worker's)
+        stop_watching = watch_abandoned(JobStore(broker.sessions))
         if app.state.jobs.kind == "in-process":
             # no `broker worker` in this deployment: the API resumes interrupted dispatches itself,
             # on a thread, so a slow cluster cannot hold up the start
@@ -248,6 +251,7 @@ def install(app: FastAPI) -> None:
             try:
                 yield state
             finally:  # before the app's own shutdown closes the Broker the jobs run on
+                stop_watching()
                 app.state.jobs.close()
 
     app.router.lifespan_context = lifespan

@@ -79,6 +79,13 @@ class QueueUnavailable(Unavailable):
     title = "Job queue unavailable"
 
 
+class RunnerStopped(BrokerError):
+    """A job's runner (a `broker worker`, or the API process running it) stopped while it ran:
+    killed, crashed, out of memory. The job is failed with this, not run again."""
+
+    title = "Job runner stopped"
+
+
 class PricingUnavailable(BrokerError):
     title = "Pricing unavailable"
 

@@ -22,6 +22,7 @@ from broker.errors import (
     OverBudget,
     PricingUnavailable,
     QueueUnavailable,
+    RunnerStopped,
     Unavailable,
 )
 
@@ -42,6 +43,7 @@ _KINDS: tuple[tuple[type[BrokerError], int, str], ...] = (
     (DatabaseUnavailable, 503, "database-unavailable"),
     (QueueUnavailable, 503, "queue-unavailable"),
     (Unavailable, 503, "unavailable"),
+    (RunnerStopped, 503, "runner-stopped"),
 )
 INTERNAL_DETAIL = "an unexpected error occurred; it has been logged"
 

@@ -6,7 +6,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from broker.jobs.store import JobStore, run_job
+from broker.jobs.store import JobStore, run_job, watch_abandoned
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -54,12 +54,22 @@ def resume_dispatches(broker: Broker) -> int:
 def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
     """Run jobs until stopped (or, with burst, until the queue is empty). Returns jobs run.
 
-    Dispatches interrupted by a crash are resumed first.
+    Dispatches interrupted by a crash are resumed first, and jobs whose runner died (no
+    heartbeat) are failed, at start and every ABANDONED_CHECK_S while the worker runs.
     """
     use(broker)
     broker.catalog()
     resume_dispatches(broker)
     store = JobStore(broker.sessions)
+    store.fail_abandoned()
+    stop_watching = watch_abandoned(store)
+    try:
+        return _serve(broker, store, burst=burst, poll_s=poll_s)
+    finally:
+        stop_watching()
+
+
+def _serve(broker: Broker, store: JobStore, *, burst: bool, poll_s: float) -> int:
     if broker.settings.redis_url:
         from rq import SimpleWorker
 
