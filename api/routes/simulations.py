@@ -41,6 +41,11 @@ class SimulationOut(BaseModel):
     days: float | None
     seed: int | None
     error: dict[str, Any] | None = None
+    cancel_requested: bool = Field(
+        False,
+        description="a cancel was asked for and the run has not stopped yet (it stops at its next progress "
+        "write, after the step it is in, which can be a long opening solve); false once it has ended",
+    )
     job_id: str | None = Field(None, description="the job that runs it (answer to POST only)")
     summary: list[dict[str, Any]] | None = Field(
         None, description="one row per policy once succeeded: spend, utilisation, starved, unavailable, ..."

@@ -67,6 +67,8 @@ def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
         "days": row.request.get("days"),
         "seed": row.request.get("seed"),
         "error": row.error,
+        # a cancel asked for and not yet taken: the run stops at its next progress write
+        "cancel_requested": bool(row.cancel_requested) and row.status in ("queued", "running"),
     }
     if results:
         out.update(summary=row.summary, series=row.series, events=row.events)
