@@ -11,12 +11,35 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html
 from fastapi.responses import HTMLResponse
 from fastapi_offline import FastAPIOffline
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from api import errors, middleware
 from api.routes import ROUTER_MODULES
 from broker.app import Broker
 from broker.catalog.refresh_jobs import ThreadRunner
+from broker.db.session import unreachable
+from broker.errors import DatabaseUnavailable, QueueUnavailable
+from broker.jobs.queue import JobQueue
 from broker.settings import Settings
+
+
+def dependency_checks(broker: Broker, jobs: JobQueue) -> dict[str, str]:
+    """Each service a request needs, "ok" or "unavailable": the database, and the job queue
+    (Redis when configured; in process, always there)."""
+    checks = {"database": "ok", "queue": "ok"}
+    try:
+        with broker.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        if not unreachable(exc):
+            raise
+        checks["database"] = "unavailable"
+    try:
+        jobs.ping()
+    except QueueUnavailable:
+        checks["queue"] = "unavailable"
+    return checks
 
 
 def create_app(settings: Settings | None = None, *, broker: Broker | None = None) -> FastAPI:
@@ -60,14 +83,25 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
     def redoc() -> HTMLResponse:
         return get_redoc_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - ReDoc")
 
-    @app.get("/healthz", tags=["health"])
+    @app.get(
+        "/healthz",
+        tags=["health"],
+        responses={503: {"description": "the database or the job queue cannot be reached (`checks` says which)"}},
+    )
     def healthz() -> dict[str, Any]:
+        checks = dependency_checks(the_broker, app.state.jobs)
+        down = [name for name, state in checks.items() if state != "ok"]
+        if down:
+            detail = f"unavailable: {', '.join(down)}"
+            raise (DatabaseUnavailable if "database" in down else QueueUnavailable)(detail, checks=checks)
         cat = the_broker.catalog()
         return {
             "status": "ok",
             "catalog_version": cat.version,
             "sites": len(cat.sites),
             "pools": cat.table.n_pools,
+            "checks": checks,
+            "queue": app.state.jobs.kind,
         }
 
     return app

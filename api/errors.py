@@ -13,10 +13,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.body_errors import not_a_json_document, not_utf8
-from broker.errors import BrokerError
+from broker.db.session import unreachable
+from broker.errors import BrokerError, DatabaseUnavailable, Unavailable
 from broker.problems import MEDIA_TYPE, error_problem, field_errors, internal_problem
 from broker.problems import problem as problem_document
 
@@ -35,10 +37,39 @@ def problem(status: int, title: str, detail: str, type_: str, request: Request, 
     return respond(problem_document(status, title, detail, type_, instance=request.url.path, **extra))
 
 
+def unavailable(exc: BaseException) -> Unavailable | None:
+    """The 503 a failure of a dependency answers (the database or the job queue cannot be
+    reached), or None when `exc` is something else."""
+    if isinstance(exc, Unavailable):
+        return exc
+    if unreachable(exc):
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return DatabaseUnavailable("the database cannot be reached; retry later")
+    return None
+
+
+def unavailable_answer(exc: BaseException, *, instance: str) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """(problem document, headers) of the 503 for a dependency's failure, or None. Used by the
+    exception handlers below and by the service middleware, for failures in middleware (an API
+    key looked up in a database that is down)."""
+    if (error := unavailable(exc)) is None:
+        return None
+    return error_problem(error, instance=instance), {"Retry-After": str(error.retry_after_s)}
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(BrokerError)
     async def _broker_error(request: Request, exc: BrokerError) -> JSONResponse:
+        if (answer := unavailable_answer(exc, instance=request.url.path)) is not None:
+            return respond(answer[0], headers=answer[1])
         return respond(error_problem(exc, instance=request.url.path))
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if (answer := unavailable_answer(exc, instance=request.url.path)) is not None:
+            return respond(answer[0], headers=answer[1])
+        log.exception("unhandled database error on %s", request.url.path)
+        return respond(internal_problem(instance=request.url.path))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -60,5 +91,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if (answer := unavailable_answer(exc, instance=request.url.path)) is not None:
+            return respond(answer[0], headers=answer[1])
         log.exception("unhandled error on %s", request.url.path)
         return respond(internal_problem(instance=request.url.path))

@@ -20,7 +20,8 @@ from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.middleware_problems import replay_body, send_problem
+from api.errors import unavailable_answer
+from api.middleware_problems import replay_body, send_document, send_problem
 from api.request_encoding import BodyRefused, body_chunks, content_encoding, decoded_scope, read_decoded
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
@@ -98,6 +99,13 @@ class ServiceMiddleware:
                         'async jobs ("async": true)',
                         "timeout",
                     )
+            except Exception as exc:
+                # a dependency down under a middleware (an API key looked up in the database) is
+                # the 503 a route's would be; anything else is left to the app's 500 handler
+                answer = None if status["started"] else unavailable_answer(exc, instance=scope.get("path", ""))
+                if answer is None:
+                    raise
+                await send_document(send_wrapped, answer[0], headers=answer[1])
         finally:
             elapsed = time.perf_counter() - started
             template = route_template(scope, arrived)
@@ -210,6 +218,7 @@ def install(app: FastAPI) -> None:
     from broker.access.keys import KeyStore
     from broker.app import Broker
     from broker.jobs.queue import make_queue
+    from broker.jobs.store import JobStore, watch_abandoned
 
     broker: Broker = app.state.broker
     settings = broker.settings
@@ -230,6 +239,8 @@ def install(app: FastAPI) -> None:
         recovered = await to_thread.run_sync(app.state.jobs.recover)
         if recovered:
             log.info("re-enqueued %d queued jobs", recovered)
+        # jobs left running by a runner that died (this API's own, before a kill -9, or a worker's)
+        stop_watching = watch_abandoned(JobStore(broker.sessions))
         if app.state.jobs.kind == "in-process":
             # no `broker worker` in this deployment: the API resumes interrupted dispatches itself,
             # on a thread, so a slow cluster cannot hold up the start
@@ -240,6 +251,7 @@ def install(app: FastAPI) -> None:
             try:
                 yield state
             finally:  # before the app's own shutdown closes the Broker the jobs run on
+                stop_watching()
                 app.state.jobs.close()
 
     app.router.lifespan_context = lifespan

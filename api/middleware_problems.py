@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
@@ -22,10 +23,15 @@ async def send_problem(
     **extra: Any,
 ) -> None:
     doc = problem(status, title, detail, type_, instance=scope.get("path", ""), **extra)
+    await send_document(send, doc, headers=headers)
+
+
+async def send_document(send: Send, doc: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+    """Send a problem document built already (its `status` is the answer's)."""
     body = json.dumps(doc).encode()
     raw = [(b"content-type", MEDIA_TYPE.encode()), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.start", "status": int(doc["status"]), "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
 

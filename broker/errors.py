@@ -61,6 +61,31 @@ class OverBudget(BrokerError):
     title = "Over budget"
 
 
+class Unavailable(BrokerError):
+    """A service the broker depends on cannot be reached right now: a 503 with `Retry-After`
+    (seconds), since the same request may well succeed once it is back."""
+
+    title = "Service unavailable"
+    retry_after_s = 5
+
+
+class DatabaseUnavailable(Unavailable):
+    title = "Database unavailable"
+
+
+class QueueUnavailable(Unavailable):
+    """The job queue (Redis) refused or could not take a job: nothing was queued."""
+
+    title = "Job queue unavailable"
+
+
+class RunnerStopped(BrokerError):
+    """A job's runner (a `broker worker`, or the API process running it) stopped while it ran:
+    killed, crashed, out of memory. The job is failed with this, not run again."""
+
+    title = "Job runner stopped"
+
+
 class PricingUnavailable(BrokerError):
     title = "Pricing unavailable"
 

@@ -13,6 +13,7 @@ from typing import Any
 from broker.errors import (
     BrokerError,
     Conflict,
+    DatabaseUnavailable,
     Forbidden,
     Infeasible,
     InvalidRequest,
@@ -20,6 +21,9 @@ from broker.errors import (
     NotFound,
     OverBudget,
     PricingUnavailable,
+    QueueUnavailable,
+    RunnerStopped,
+    Unavailable,
 )
 
 MEDIA_TYPE = "application/problem+json"
@@ -36,6 +40,10 @@ _KINDS: tuple[tuple[type[BrokerError], int, str], ...] = (
     (InvalidRequest, 422, "invalid-request"),
     (PricingUnavailable, 503, "pricing-unavailable"),
     (NotConfigured, 503, "not-configured"),
+    (DatabaseUnavailable, 503, "database-unavailable"),
+    (QueueUnavailable, 503, "queue-unavailable"),
+    (Unavailable, 503, "unavailable"),
+    (RunnerStopped, 503, "runner-stopped"),
 )
 INTERNAL_DETAIL = "an unexpected error occurred; it has been logged"
 

@@ -13,7 +13,7 @@ from api.paging import Offset
 from broker.access.keys import KeyStore, Principal, Role
 from broker.app import Broker
 from broker.errors import Forbidden
-from broker.jobs.queue import JobQueue
+from broker.jobs.queue import JobQueue, submit
 from broker.jobs.store import JobStore
 from broker.placements.budgets import TENANT_WIDE, Budgets
 from broker.placements.request_documents import Name, PlacementRequestIn
@@ -194,7 +194,8 @@ def wants_async(body: PlacementRequestIn, broker: Broker) -> bool:
 
 def accept_placement_job(body: PlacementRequestIn, *, broker: Broker, jobs: JobQueue, tenant: str) -> JSONResponse:
     """Queue a placement request; 202 with the job and where to poll it."""
-    job = JobStore(broker.sessions).create(tenant=tenant, request=body.model_dump(mode="json", by_alias=True))
-    jobs.enqueue(job["id"])
+    store = JobStore(broker.sessions)
+    job = store.create(tenant=tenant, request=body.model_dump(mode="json", by_alias=True))
+    submit(jobs, store, job["id"])  # a queue that cannot take it: nothing stored, a 503
     doc = JobOut(**job).model_dump(mode="json")
     return JSONResponse(doc, status_code=202, headers={"Location": f"/v1/jobs/{job['id']}"})

@@ -41,6 +41,11 @@ class SimulationOut(BaseModel):
     days: float | None
     seed: int | None
     error: dict[str, Any] | None = None
+    cancel_requested: bool = Field(
+        False,
+        description="a cancel was asked for and the run has not stopped yet (it stops at its next progress "
+        "write, after the step it is in, which can be a long opening solve); false once it has ended",
+    )
     job_id: str | None = Field(None, description="the job that runs it (answer to POST only)")
     summary: list[dict[str, Any]] | None = Field(
         None, description="one row per policy once succeeded: spend, utilisation, starved, unavailable, ..."
@@ -69,10 +74,9 @@ def create_simulation(
     broker: Annotated[Broker, Depends(get_broker)],
     jobs: Annotated[JobQueue, Depends(get_jobs)],
 ) -> JSONResponse:
-    sim, job_id = SimulationService(broker).create(
-        body.fleet, tenant=tenant, policies=body.policies, days=body.days, seed=body.seed
-    )
-    jobs.enqueue(job_id)
+    service = SimulationService(broker)
+    sim, job_id = service.create(body.fleet, tenant=tenant, policies=body.policies, days=body.days, seed=body.seed)
+    service.submit(jobs, sim["id"], job_id)  # a queue that cannot take it: nothing stored, a 503
     doc = SimulationOut(**sim, job_id=job_id).model_dump(mode="json")
     return JSONResponse(doc, status_code=202, headers={"Location": f"/v1/simulations/{sim['id']}"})
 

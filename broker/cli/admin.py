@@ -82,12 +82,29 @@ def register(app: typer.Typer) -> None:
     def worker(
         ctx: typer.Context,
         burst: Annotated[bool, typer.Option(help="stop when no job is left")] = False,
+        check: Annotated[
+            bool,
+            typer.Option(
+                "--check",
+                help="run no jobs: exit 0 if a worker on this host has a live heartbeat in Redis, else 1 "
+                "(a container healthcheck)",
+            ),
+        ] = False,
     ) -> None:
         """Run queued jobs: from Redis when BROKER_REDIS_URL is set, else from the database."""
         from broker.jobs.worker import serve
         from broker.observability import configure_logging
 
         settings = edge(ctx).settings
+        if check:
+            from broker.jobs.worker import check as check_worker
+
+            if not settings.redis_url:
+                err.print("worker --check reads the workers' heartbeats in Redis: set BROKER_REDIS_URL")
+                raise typer.Exit(EXIT_INVALID)
+            alive, what = check_worker(settings)
+            (print if alive else err.print)(what)
+            raise typer.Exit(0 if alive else EXIT_FAILED)
         configure_logging(settings.log_format)
         where = f"Redis queue {settings.queue_name!r}" if settings.redis_url else "the database"
         err.print(f"worker: running jobs from {where}")

@@ -68,6 +68,9 @@ class JobRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    # written by the runner while the job runs (broker/jobs/store.py): a running job whose
+    # heartbeat stopped lost its runner (killed, crashed) and is failed
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class IdempotencyRow(Base):

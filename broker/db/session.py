@@ -8,7 +8,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import Engine, create_engine, event, exc, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -34,6 +34,15 @@ def make_engine(url: str, *, connect_timeout_s: int = 10) -> Engine:
         return engine
     connect_args = {"connect_timeout": connect_timeout_s} if url.startswith("postgresql") else {}
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether `error` says the database cannot be used right now (refused or dropped connections,
+    a server shutting down, an exhausted pool, a locked SQLite file) rather than that a statement
+    is wrong: the same request may succeed once the database is back."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    return isinstance(error, exc.OperationalError | exc.InterfaceError | exc.TimeoutError)
 
 
 def alembic_config(url: str) -> Config:

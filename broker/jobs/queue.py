@@ -13,6 +13,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
 
+from broker.errors import QueueUnavailable
 from broker.jobs.store import JobStore, run_job
 
 if TYPE_CHECKING:
@@ -29,7 +30,13 @@ RUN_FUNCTION = "broker.jobs.worker.run"
 class JobQueue(Protocol):
     kind: str
 
-    def enqueue(self, job_id: str) -> None: ...
+    def enqueue(self, job_id: str) -> None:
+        """Queue a stored job's id; raises QueueUnavailable when the queue cannot take it."""
+        ...
+
+    def ping(self) -> None:
+        """Raises QueueUnavailable when the queue cannot be reached (/healthz)."""
+        ...
 
     def depth(self) -> int: ...
 
@@ -60,6 +67,9 @@ class InProcessQueue:
             run_job(self._broker, job_id)
         except Exception:  # the pool swallows exceptions silently; log them instead
             log.exception("job %s could not be run", job_id)
+
+    def ping(self) -> None:
+        """A thread pool of this process: reachable while the process is."""
 
     def depth(self) -> int:
         return self._store.depth()
@@ -93,15 +103,29 @@ class RedisQueue:
         self._timeout = max(1, int(settings.job_timeout_s))
 
     def enqueue(self, job_id: str) -> None:
+        from redis.exceptions import RedisError
+
         # the rq job id is the broker job id, so enqueueing one twice cannot create two jobs
-        self.queue.enqueue_call(
-            RUN_FUNCTION,
-            args=(job_id,),
-            job_id=job_id,
-            timeout=self._timeout,
-            result_ttl=86_400,
-            failure_ttl=7 * 86_400,
-        )
+        try:
+            self.queue.enqueue_call(
+                RUN_FUNCTION,
+                args=(job_id,),
+                job_id=job_id,
+                timeout=self._timeout,
+                result_ttl=86_400,
+                failure_ttl=7 * 86_400,
+            )
+        except RedisError as exc:
+            log.warning("job %s could not be queued: %s", job_id, exc)
+            raise QueueUnavailable("the job queue (Redis) cannot be reached; nothing was queued, retry later") from exc
+
+    def ping(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            self.connection.ping()
+        except RedisError as exc:
+            raise QueueUnavailable(f"the job queue (Redis) cannot be reached: {type(exc).__name__}") from exc
 
     def depth(self) -> int:
         return int(self.queue.count)
@@ -112,6 +136,19 @@ class RedisQueue:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def submit(queue: JobQueue, store: JobStore, job_id: str) -> None:
+    """Queue a job just stored. When the queue cannot take it, the job is withdrawn (its row
+    deleted while still `queued`), so no later start or worker runs a request whose client was
+    told it failed, and QueueUnavailable (a 503) goes up. A job some runner claimed meanwhile
+    (Redis took it although the answer was lost) was queued after all: it stays."""
+    try:
+        queue.enqueue(job_id)
+    except QueueUnavailable:
+        if store.withdraw(job_id):
+            raise
+        log.info("job %s was claimed although queueing it failed; it stays", job_id)
 
 
 def make_queue(broker: Broker) -> JobQueue:

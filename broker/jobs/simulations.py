@@ -14,11 +14,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
-from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound
+from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound, QueueUnavailable
+from broker.jobs.queue import JobQueue, submit
 from broker.jobs.store import JobStore, new_job_id
 from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
@@ -66,6 +67,8 @@ def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
         "days": row.request.get("days"),
         "seed": row.request.get("seed"),
         "error": row.error,
+        # a cancel asked for and not yet taken: the run stops at its next progress write
+        "cancel_requested": bool(row.cancel_requested) and row.status in ("queued", "running"),
     }
     if results:
         out.update(summary=row.summary, series=row.series, events=row.events)
@@ -125,6 +128,16 @@ class SimulationService:
             out = describe(row, results=False)
         job = JobStore(self.broker.sessions).create(tenant=tenant, request={"simulation_id": sid}, kind=KIND_SIMULATION)
         return out, str(job["id"])
+
+    def submit(self, queue: JobQueue, sid: str, job_id: str) -> None:
+        """Queue the job of a simulation just created; when the queue cannot take it, the
+        simulation goes with its job (nothing is left to run later) and QueueUnavailable goes up."""
+        try:
+            submit(queue, JobStore(self.broker.sessions), job_id)
+        except QueueUnavailable:
+            with transaction(self.broker.sessions) as s:
+                s.execute(delete(SimulationRow).where(SimulationRow.id == sid, SimulationRow.status == "queued"))
+            raise
 
     def get(self, sid: str, *, tenant: str) -> dict[str, Any]:
         with self.broker.sessions() as s:

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.service_models import JobRow
 from broker.db.session import transaction
-from broker.errors import BrokerError, NotFound
+from broker.db.simulation_models import SimulationRow
+from broker.errors import BrokerError, NotFound, RunnerStopped
 from broker.observability import JOBS, tenant_var
 from broker.placements.documents import placement_document
 from broker.problems import error_problem, internal_problem
@@ -32,8 +36,13 @@ KIND_PLACEMENT = "placement"
 # where each kind of job was asked for: a failed job's problem document names it as its
 # `instance`, so the document is the one that request would have been answered with
 SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements", "simulation": "/v1/simulations"}
-# a job still "running" after this long was left by a runner that died; it may be claimed again
-STALE_RUNNING = timedelta(hours=1)
+# a running job's runner writes its heartbeat this often (a thread beside the job); a job still
+# "running" whose heartbeat is older than HEARTBEAT_STALE lost its runner (killed, crashed) and is
+# failed with a runner-stopped problem, never run again (a placement job that stored its placement
+# must not store a second one). ABANDONED_CHECK_S: how often API processes and workers look
+HEARTBEAT_EVERY_S = 15.0
+HEARTBEAT_STALE = timedelta(seconds=120)
+ABANDONED_CHECK_S = 30.0
 
 
 def new_job_id() -> str:
@@ -73,6 +82,12 @@ class JobStore:
             s.add(row)
             return describe(row)
 
+    def withdraw(self, job_id: str) -> bool:
+        """Delete a job no runner has claimed (its queue could not take it). False: it was claimed."""
+        with transaction(self._sessions) as s:
+            res = s.execute(delete(JobRow).where(JobRow.id == job_id, JobRow.status == "queued"))
+            return getattr(res, "rowcount", 0) == 1
+
     def get(self, job_id: str, *, tenant: str) -> dict[str, Any]:
         with self._sessions() as s:
             row = s.get(JobRow, job_id)
@@ -88,12 +103,9 @@ class JobStore:
             return [describe(r) for r in rows], int(total)
 
     def pending_ids(self) -> list[str]:
-        """Jobs to (re)enqueue after a restart: queued ones and runs abandoned long ago."""
-        stale = datetime.now(UTC) - STALE_RUNNING
+        """Jobs to (re)enqueue after a restart: the queued ones."""
         with self._sessions() as s:
-            q = select(JobRow.id).where(
-                (JobRow.status == "queued") | ((JobRow.status == "running") & (JobRow.started_at < stale))
-            )
+            q = select(JobRow.id).where(JobRow.status == "queued")
             return list(s.scalars(q.order_by(JobRow.created_at)))
 
     def depth(self) -> int:
@@ -105,16 +117,85 @@ class JobStore:
         with transaction(self._sessions) as s:
             res = s.execute(
                 update(JobRow)
-                .where(
-                    JobRow.id == job_id,
-                    (JobRow.status == "queued")
-                    | ((JobRow.status == "running") & (JobRow.started_at < now - STALE_RUNNING)),
-                )
-                .values(status="running", started_at=now, attempts=JobRow.attempts + 1)
+                .where(JobRow.id == job_id, JobRow.status == "queued")
+                .values(status="running", started_at=now, heartbeat_at=now, attempts=JobRow.attempts + 1)
             )
             if getattr(res, "rowcount", 0) != 1:
                 return None
             return s.get(JobRow, job_id)
+
+    def beat(self, job_id: str) -> None:
+        """The runner of a running job is alive."""
+        with transaction(self._sessions) as s:
+            s.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.status == "running")
+                .values(heartbeat_at=datetime.now(UTC))
+            )
+
+    @contextmanager
+    def heartbeat(self, job_id: str) -> Iterator[None]:
+        """Beat every HEARTBEAT_EVERY_S on a thread while the body runs the job: a process that
+        dies (kill -9) stops beating with it, however long its solve."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_EVERY_S):
+                try:
+                    self.beat(job_id)
+                except Exception:  # the database away for a moment: the next beat may get through
+                    log.warning("heartbeat of job %s not written", job_id, exc_info=True)
+
+        thread = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+    def fail_abandoned(self) -> list[str]:
+        """Fail the running jobs whose runner stopped (no heartbeat for HEARTBEAT_STALE; a job
+        claimed before heartbeats existed: by its start), with a runner-stopped problem, and the
+        simulation a simulation job ran. Safe beside other processes doing the same and beside
+        live runners: each row is failed by one UPDATE that checks the heartbeat is still stale."""
+        stale = datetime.now(UTC) - HEARTBEAT_STALE
+        last = func.coalesce(JobRow.heartbeat_at, JobRow.started_at)
+        abandoned = (JobRow.status == "running") & (last < stale)
+        failed = []
+        with self._sessions() as s:
+            rows = list(s.execute(select(JobRow.id, JobRow.kind, JobRow.request).where(abandoned)))
+        for job_id, kind, request in rows:
+            doc = error_problem(
+                RunnerStopped(
+                    f"the process running job {job_id} stopped (killed or crashed) before the job finished; "
+                    "the job is not run again: send the request again",
+                    job_id=job_id,
+                ),
+                instance=SUBMITTED_AT.get(kind, f"/v1/jobs/{job_id}"),
+            )
+            now = datetime.now(UTC)
+            with transaction(self._sessions) as s:
+                res = s.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id, abandoned)
+                    .values(status="failed", error=doc, finished_at=now)
+                )
+                if getattr(res, "rowcount", 0) != 1:
+                    continue  # it beat meanwhile, finished, or another process failed it
+                if kind == "simulation" and isinstance(request, dict) and request.get("simulation_id"):
+                    s.execute(
+                        update(SimulationRow)
+                        .where(
+                            SimulationRow.id == str(request["simulation_id"]),
+                            SimulationRow.status.in_(("queued", "running")),
+                        )
+                        .values(status="failed", error=doc, finished_at=now)
+                    )
+            JOBS.labels(status="failed").inc()
+            log.warning("job %s failed: its runner stopped (no heartbeat since %s)", job_id, stale)
+            failed.append(job_id)
+        return failed
 
     def finish(self, job_id: str, *, result: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
         with transaction(self._sessions) as s:
@@ -138,14 +219,8 @@ def run_job(broker: Broker, job_id: str) -> str:
     token = tenant_var.set(row.tenant)
     instance = SUBMITTED_AT.get(row.kind, f"/v1/jobs/{job_id}")
     try:
-        if row.kind == "simulation":  # a fleet simulation (broker/jobs/simulations.py): its own row keeps its state
-            from broker.jobs.simulations import run_simulation_job
-
-            doc = run_simulation_job(broker, row.request)
-        else:
-            # nobody holds a connection open for a job: it gets the asynchronous cap
-            placement, _stored = broker.place(row.request, tenant=row.tenant, synchronous=False)
-            doc = placement_document(placement)
+        with store.heartbeat(job_id):  # while it runs: a runner that dies stops beating
+            doc = _execute(broker, row)
     except BrokerError as exc:
         store.finish(job_id, result=None, error=error_problem(exc, instance=instance))
         return "failed"
@@ -157,3 +232,32 @@ def run_job(broker: Broker, job_id: str) -> str:
         tenant_var.reset(token)
     store.finish(job_id, result=doc, error=None)
     return "succeeded"
+
+
+def _execute(broker: Broker, row: JobRow) -> dict[str, Any]:
+    """What the job does; its result document."""
+    if row.kind == "simulation":  # a fleet simulation (broker/jobs/simulations.py): its own row keeps its state
+        from broker.jobs.simulations import run_simulation_job
+
+        return run_simulation_job(broker, row.request)
+    # nobody holds a connection open for a job: it gets the asynchronous cap
+    placement, _stored = broker.place(row.request, tenant=row.tenant, synchronous=False)
+    return placement_document(placement)
+
+
+def watch_abandoned(store: JobStore, *, name: str = "abandoned-jobs") -> Callable[[], None]:
+    """Fail abandoned jobs (JobStore.fail_abandoned) now and every ABANDONED_CHECK_S on a daemon
+    thread, so a job whose runner died is failed even when no process restarts. Returns stop()."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while True:
+            try:
+                store.fail_abandoned()
+            except Exception:  # the database away: look again next time
+                log.warning("could not look for abandoned jobs", exc_info=True)
+            if stop.wait(ABANDONED_CHECK_S):
+                return
+
+    threading.Thread(target=watch, name=name, daemon=True).start()
+    return stop.set

@@ -6,12 +6,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from broker.jobs.store import JobStore, run_job
+from broker.jobs.store import JobStore, run_job, watch_abandoned
 
 if TYPE_CHECKING:
     from broker.app import Broker
+    from broker.settings import Settings
 
 log = logging.getLogger("broker.worker")
+WORKER_TTL_S = 60
 _broker: Broker | None = None
 
 
@@ -54,12 +56,22 @@ def resume_dispatches(broker: Broker) -> int:
 def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
     """Run jobs until stopped (or, with burst, until the queue is empty). Returns jobs run.
 
-    Dispatches interrupted by a crash are resumed first.
+    Dispatches interrupted by a crash are resumed first, and jobs whose runner died (no
+    heartbeat) are failed, at start and every ABANDONED_CHECK_S while the worker runs.
     """
     use(broker)
     broker.catalog()
     resume_dispatches(broker)
     store = JobStore(broker.sessions)
+    store.fail_abandoned()
+    stop_watching = watch_abandoned(store)
+    try:
+        return _serve(broker, store, burst=burst, poll_s=poll_s)
+    finally:
+        stop_watching()
+
+
+def _serve(broker: Broker, store: JobStore, *, burst: bool, poll_s: float) -> int:
     if broker.settings.redis_url:
         from rq import SimpleWorker
 
@@ -71,8 +83,11 @@ def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
         for job_id in store.pending_ids():
             if rq_queue.queue.fetch_job(job_id) is None:
                 rq_queue.enqueue(job_id)
-        # SimpleWorker runs jobs in this process: no fork per job, the catalog stays loaded
-        worker = SimpleWorker([rq_queue.queue], connection=rq_queue.connection)
+        # SimpleWorker runs jobs in this process: no fork per job, the catalog stays loaded. Its
+        # heartbeat (`broker worker --check`) renews its key every WORKER_TTL_S - 15 s while idle
+        # and covers the job's timeout while it runs; a worker that stops beating is gone from
+        # Redis WORKER_TTL_S + 60 s later
+        worker = SimpleWorker([rq_queue.queue], connection=rq_queue.connection, worker_ttl=WORKER_TTL_S)
         worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
         return -1  # rq counts its own jobs (`rq info`)
     done = 0
@@ -85,3 +100,27 @@ def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
             return done
         if not ids:
             time.sleep(poll_s)
+
+
+def check(settings: Settings) -> tuple[bool, str]:
+    """`broker worker --check`: whether a worker of this host (its container) is alive, by its rq
+    heartbeat, a key in Redis that expires unless the worker renews it: (alive, what was found)."""
+    import socket
+
+    from redis.exceptions import RedisError
+    from rq import Worker
+
+    from broker.jobs.queue import RedisQueue
+
+    host = socket.gethostname()
+    rq_queue = RedisQueue(settings)
+    try:
+        workers = Worker.all(queue=rq_queue.queue)  # only workers whose heartbeat key has not expired
+    except RedisError as exc:
+        return False, f"Redis cannot be reached ({type(exc).__name__}: {exc})"
+    finally:
+        rq_queue.close()
+    mine = sorted(w.name for w in workers if w.hostname == host)
+    if not mine:
+        return False, f"no worker on {host} has a live heartbeat on queue {settings.queue_name!r}"
+    return True, f"worker(s) alive on {host}: {', '.join(mine)}"

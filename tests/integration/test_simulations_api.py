@@ -144,11 +144,33 @@ def test_cancelled_simulation_stores_no_results(client: TestClient, monkeypatch:
     sid = r.json()["id"]
     wait(client, sid, until=("running",))
     c = client.post(f"/v1/simulations/{sid}/cancel")
-    assert c.status_code == 200
+    assert c.status_code == 200 and c.json()["cancel_requested"] is (c.json()["status"] == "running")
     doc = wait(client, sid)
     assert doc["status"] == "cancelled"
     assert doc["summary"] is None and doc["series"] is None
     assert client.post(f"/v1/simulations/{sid}/cancel").status_code == 409
+
+
+def test_a_pending_cancel_shows_until_the_run_stops(client: TestClient, broker) -> None:
+    from sqlalchemy import update
+
+    from broker.db.session import transaction
+    from broker.db.simulation_models import SimulationRow
+    from broker.jobs.simulations import SimulationService
+
+    # a run in a long step: its runner has not reached its next progress write
+    sim, _job = SimulationService(broker).create(small_fleet(), tenant="default", days=0.25)
+    with transaction(broker.sessions) as s:
+        s.execute(update(SimulationRow).where(SimulationRow.id == sim["id"]).values(status="running"))
+    assert client.get(f"/v1/simulations/{sim['id']}").json()["cancel_requested"] is False
+    c = client.post(f"/v1/simulations/{sim['id']}/cancel")
+    assert c.status_code == 200 and c.json()["status"] == "running" and c.json()["cancel_requested"] is True
+    assert client.get(f"/v1/simulations/{sim['id']}").json()["cancel_requested"] is True
+    listed = client.get("/v1/simulations").json()["items"]
+    assert [i["cancel_requested"] for i in listed if i["id"] == sim["id"]] == [True]
+    SimulationService(broker)._end(sim["id"], "cancelled", error={"type": "cancelled"})  # the run stops
+    done = client.get(f"/v1/simulations/{sim['id']}").json()
+    assert done["status"] == "cancelled" and done["cancel_requested"] is False
 
 
 def test_unknown_simulation_is_404(client: TestClient) -> None:
