@@ -11,7 +11,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import exits_on_error
-from broker.cli.options import at_least
+from broker.cli.options import Tenant, at_least
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
     @apikey_app.command("create")
     def apikey_create(
         ctx: typer.Context,
-        tenant: Annotated[str, typer.Option(help="tenant the key belongs to")],
+        tenant: Tenant,
         role: Annotated[str, typer.Option(help="viewer | planner | admin")],
         name: Annotated[str, typer.Option(help="a label for the key")] = "",
     ) -> None:
@@ -37,14 +37,14 @@ def register(app: typer.Typer) -> None:
         print(key)
 
     @apikey_app.command("list")
-    def apikey_list(ctx: typer.Context, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def apikey_list(ctx: typer.Context, tenant: Tenant) -> None:
         """The tenant's keys (never the keys themselves)."""
         from broker.access.keys import KeyStore
 
         print(json.dumps(KeyStore(edge(ctx).broker().sessions).list_keys(tenant=tenant), indent=2))
 
     @apikey_app.command("revoke")
-    def apikey_revoke(ctx: typer.Context, key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def apikey_revoke(ctx: typer.Context, key_id: str, tenant: Tenant) -> None:
         from broker.access.keys import KeyStore
 
         with exits_on_error(EXIT_FAILED):
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
     @budget_app.command("set")
     def budget_set(
         ctx: typer.Context,
-        tenant: Annotated[str, typer.Option(help="tenant")],
+        tenant: Tenant,
         monthly_usd: Annotated[float, typer.Option(callback=at_least(0), help="monthly budget in USD")],
         team: Annotated[str, typer.Option(help="team label; omitted: the whole tenant")] = "",
     ) -> None:
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         print(json.dumps(figures, indent=2))
 
     @budget_app.command("show")
-    def budget_show(ctx: typer.Context, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def budget_show(ctx: typer.Context, tenant: Tenant) -> None:
         """Budgets of a tenant with what is committed against them."""
         from broker.placements.budgets import Budgets
 
