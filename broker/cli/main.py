@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -62,6 +63,11 @@ def serve(
     # before any worker starts, so it lets its connections go. The in-process catalog cache
     # is shared by version with the app built in this process.
     edge(ctx).close()
+    # a restarted server's counters start at zero: the samples a previous run left in
+    # PROMETHEUS_MULTIPROC_DIR go before any server process starts (not this one's own)
+    from broker.observability import clear_multiprocess_dir
+
+    clear_multiprocess_dir(keep_pid=os.getpid())
     uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="info")
 
 

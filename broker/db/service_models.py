@@ -55,7 +55,10 @@ class CommitmentRow(Base):
 
 class JobRow(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_tenant_created", "tenant", "created_at"),)
+    __table_args__ = (
+        Index("ix_jobs_tenant_created", "tenant", "created_at"),
+        Index("ix_jobs_status_kind", "status", "kind"),  # /metrics counts jobs by these at every scrape
+    )
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100))
     kind: Mapped[str] = mapped_column(String(40))

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.db.service_models import JobRow
 from broker.db.session import transaction
 from broker.errors import BrokerError, NotFound
-from broker.observability import JOBS, tenant_var
+from broker.observability import tenant_var
 from broker.placements.documents import placement_document
 from broker.problems import error_problem, internal_problem
 
@@ -126,7 +126,6 @@ class JobStore:
             row.error = error
             row.placement_id = (result or {}).get("id")
             row.finished_at = datetime.now(UTC)
-        JOBS.labels(status="failed" if error is not None else "succeeded").inc()
 
 
 def run_job(broker: Broker, job_id: str) -> str:
