@@ -73,10 +73,51 @@ def register(app: typer.Typer) -> None:
         print(json.dumps(Budgets(edge(ctx).broker().sessions).report(tenant=tenant), indent=2))
 
     @app.command()
-    def migrate(ctx: typer.Context) -> None:
-        """Migrate the database to the newest schema and load the catalog if it is empty."""
-        cat = edge(ctx).broker().catalog()
-        err.print(f"database ready: catalog {cat.version[:8]}, {cat.table.n_pools} pools")
+    def migrate(
+        ctx: typer.Context,
+        revision: Annotated[
+            str | None,
+            typer.Option(help="go to this schema revision (e.g. 0010) instead of the newest; a downgrade drops data"),
+        ] = None,
+        confirm_downgrade: Annotated[
+            bool,
+            typer.Option(
+                "--confirm-downgrade", help="really downgrade: the data of what the undone migrations add is lost"
+            ),
+        ] = False,
+    ) -> None:
+        """Migrate the database to the newest schema and load the catalog if it is empty; with
+        --revision, to that revision (docs/operations.md, "Backup, restore and rollback")."""
+        if revision is None:
+            cat = edge(ctx).broker().catalog()
+            err.print(f"database ready: catalog {cat.version[:8]}, {cat.table.n_pools} pools")
+            return
+        from alembic.util import CommandError
+
+        from broker.db.session import downgrade, downgrade_steps, migrate
+
+        url = edge(ctx).settings.database_url
+        try:
+            undone = downgrade_steps(url, revision)
+            if not undone:
+                migrate(url, revision)
+                err.print(f"database at revision {revision} (nothing undone)")
+                return
+        except CommandError as exc:
+            err.print(f"[red]invalid --revision:[/red] {exc}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        err.print(f"downgrading to {revision} undoes {len(undone)} migration(s), newest first:")
+        for rev, what in undone:
+            err.print(f"  {rev}  {what}")
+        err.print(
+            "The tables and columns they added are dropped with their data (simulations, newer fields "
+            "of stored placements, ...); upgrading again does not bring it back. Back up first."
+        )
+        if not confirm_downgrade:
+            err.print("[red]not downgraded:[/red] add --confirm-downgrade to go ahead")
+            raise typer.Exit(EXIT_INVALID)
+        downgrade(url, revision)
+        err.print(f"database at revision {revision}; a newer broker upgrades it again when it starts")
 
     @app.command()
     def worker(
