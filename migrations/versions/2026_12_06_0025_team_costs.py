@@ -1,7 +1,7 @@
 """A workload's team is its labels.team, else the request's team: budgets and the ledger agree
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0025
+Revises: 0024
 Create Date: 2026-12-06
 
 Budgets counted a placement under the request's `team`, the savings ledger under each workload's
@@ -15,8 +15,8 @@ The downgrade drops `team_costs`; the ledger's teams stay as corrected.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024"
-down_revision = "0023"
+revision = "0025"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Jobs counted by status and kind at every /metrics scrape, from an index
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-12-06
 
 `broker_jobs_total{kind,status}` is read from the jobs table at scrape time (whichever process ran
@@ -11,8 +11,8 @@ Nothing is dropped by the downgrade but the index.
 
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
