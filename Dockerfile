@@ -16,5 +16,6 @@ ENV BROKER_AUTH=required BROKER_CATALOG_CACHE_DIR=/data/catalog-cache BROKER_DAT
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
-# migrate and load the catalog once, then serve with several worker processes
-CMD ["sh", "-c", "mkdir -p $PROMETHEUS_MULTIPROC_DIR && broker migrate && exec uvicorn api.main:app --host 0.0.0.0 --port 8080 --workers ${WEB_CONCURRENCY:-2} --timeout-keep-alive 5 --limit-concurrency 200"]
+# migrate and load the catalog once, then serve with several worker processes; the metrics samples
+# an earlier run left (a container restart keeps /tmp, a pod's emptyDir too) go before they start
+CMD ["sh", "-c", "mkdir -p $PROMETHEUS_MULTIPROC_DIR && broker migrate && rm -f $PROMETHEUS_MULTIPROC_DIR/*.db && exec uvicorn api.main:app --host 0.0.0.0 --port 8080 --workers ${WEB_CONCURRENCY:-2} --timeout-keep-alive 5 --limit-concurrency 200"]

@@ -199,8 +199,7 @@ async def _read_limited(receive: Receive, limit: int) -> bytes | None:
 async def metrics(request: Request) -> Response:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
-    # read on scrape (a plain set, so it also works in prometheus-client multiprocess mode)
-    _queue_depth().set(await to_thread.run_sync(_depth, request.app))
+    from broker.observability import StoredFigures
 
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -208,7 +207,12 @@ async def metrics(request: Request) -> Response:
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    # read on scrape from the queue and the database, whichever process ran the jobs: in no
+    # process's samples (so no multiprocess file either)
+    stored = CollectorRegistry(auto_describe=False)
+    stored.register(StoredFigures(request.app.state.broker.sessions, lambda: _depth(request.app)))
+    body = generate_latest(registry) + await to_thread.run_sync(generate_latest, stored)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 def install(app: FastAPI) -> None:
@@ -257,7 +261,6 @@ def install(app: FastAPI) -> None:
     app.router.lifespan_context = lifespan
 
 
-_GAUGE: Any = None
 _SERVICE_RESPONSES = {
     "401": "no, an unknown or a revoked API key",
     "403": "the API key's role may not do this",
@@ -305,15 +308,6 @@ def _document_service_responses(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def _queue_depth() -> Any:
-    global _GAUGE
-    if _GAUGE is None:
-        from prometheus_client import Gauge
-
-        _GAUGE = Gauge("broker_job_queue_depth", "Jobs waiting to run", multiprocess_mode="max")
-    return _GAUGE
 
 
 def _depth(app: Any) -> float:

@@ -23,6 +23,7 @@ from broker.core.latency_measured import apply_measurements
 from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, TradeOff
 from broker.db.session import make_engine, migrate, preparing, session_factory, transaction
 from broker.errors import InvalidRequest
+from broker.finops.ledger import team_costs
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
@@ -149,18 +150,27 @@ class Broker:
             else None,
         )
         budgets = Budgets(self.sessions)
+        teams = team_costs(placement)  # a team's budget counts its workloads' part (docs/finops.md)
         if request.dry_run or (store_if is not None and not store_if(placement)):
             with self.sessions() as s:
-                budget = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour)
+                budget = budgets.check(
+                    s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour, team_costs=teams
+                )
             placement = replace(placement, budget=budget)
             observe_placement(placement, stored=False)
             return placement, False
         pid = new_placement_id()
         with transaction(self.sessions) as s:
-            budget = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour)
+            budget = budgets.check(s, tenant=tenant, req=req_in, cost_per_hour=result.cost_per_hour, team_costs=teams)
             scarce = fairshare.scarce_nodes(table, result.nodes)
             budgets.commit(
-                s, tenant=tenant, req=req_in, pid=pid, cost_per_hour=result.cost_per_hour, scarce_nodes=scarce
+                s,
+                tenant=tenant,
+                req=req_in,
+                pid=pid,
+                cost_per_hour=result.cost_per_hour,
+                scarce_nodes=scarce,
+                team_costs=teams,
             )
             placement = replace(placement, id=pid, created_at=datetime.now(UTC), budget=budget)
             PlacementStore.add(s, placement)

@@ -2,18 +2,35 @@
 
 Metrics live in the default registry. Under `uvicorn --workers N` set
 PROMETHEUS_MULTIPROC_DIR so every worker process's samples are aggregated
-on /metrics (prometheus-client multiprocess mode).
+on /metrics (prometheus-client multiprocess mode). What a job did is read from
+the database at scrape time (`StoredFigures`): a job may run on a `broker worker`
+that serves no metrics, on another machine.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.core.placement import Placement
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger("broker.metrics")
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+if os.environ.get(MULTIPROC_ENV):
+    # every process of the image has the variable (the worker and the CLI too); the samples of one
+    # that serves no /metrics go nowhere, but without the directory it could not even start
+    Path(os.environ[MULTIPROC_ENV]).mkdir(parents=True, exist_ok=True)
 
 request_id: ContextVar[str] = ContextVar("request_id", default="-")
 tenant_var: ContextVar[str] = ContextVar("tenant", default="-")
@@ -48,7 +65,70 @@ COST = Counter(
 )
 OVER_BUDGET = Counter("broker_over_budget_total", "Placements refused because a budget would be exceeded")
 RATE_LIMITED = Counter("broker_rate_limited_total", "Requests refused by the per-key rate limit")
-JOBS = Counter("broker_jobs_total", "Async jobs by final status", ["status"])
+JOB_STATUSES_FINISHED = ("succeeded", "failed")
+
+
+class StoredFigures:
+    """Figures read from the database at each scrape, so they count what every process did: the
+    jobs a `broker worker` ran (on this machine or another) as well as the API's own. Every API
+    replica reports the same values (aggregate them with max, not sum). One GROUP BY over the
+    jobs table's (status, kind) index; a database that does not answer leaves them out."""
+
+    def __init__(self, sessions: sessionmaker[Session], queue_depth: Callable[[], float]) -> None:
+        self._sessions = sessions
+        self._queue_depth = queue_depth
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily("broker_job_queue_depth", "Jobs waiting to run")
+        depth.add_metric([], self._queue_depth())
+        yield depth
+        try:
+            counts = job_counts(self._sessions)
+        except Exception:  # a scrape must not fail because the database is unreachable
+            log.warning("job counts unavailable for /metrics", exc_info=True)
+            return
+        finished = CounterMetricFamily(
+            "broker_jobs",
+            "Async jobs (placements, simulations) finished by kind and final status, whichever process ran "
+            "them: the jobs table's count, not this server's",
+            labels=["kind", "status"],
+        )
+        unfinished = GaugeMetricFamily(
+            "broker_jobs_unfinished", "Async jobs queued or running now, by kind", labels=["kind", "status"]
+        )
+        for (kind, status), n in sorted(counts.items()):
+            (finished if status in JOB_STATUSES_FINISHED else unfinished).add_metric([kind, status], n)
+        yield finished
+        yield unfinished
+
+
+def job_counts(sessions: sessionmaker[Session]) -> dict[tuple[str, str], int]:
+    """Jobs in the database by (kind, status)."""
+    from sqlalchemy import func, select
+
+    from broker.db.service_models import JobRow
+
+    with sessions() as s:
+        rows = s.execute(select(JobRow.kind, JobRow.status, func.count()).group_by(JobRow.status, JobRow.kind))
+        return {(str(kind), str(status)): int(n) for kind, status, n in rows}
+
+
+def clear_multiprocess_dir(*, keep_pid: int | None = None) -> int:
+    """Remove the sample files earlier processes left in PROMETHEUS_MULTIPROC_DIR (prometheus-client:
+    wipe the directory between runs, before the server starts), so a restarted server's counters
+    start at zero. Only for the process that starts the server, before its workers exist: one
+    worker clearing it would delete its siblings' live samples. `keep_pid`: this process's own
+    files (it may have samples already). Returns the number of files removed."""
+    where = os.environ.get(MULTIPROC_ENV)
+    if not where or not Path(where).is_dir():
+        return 0
+    removed = 0
+    for f in Path(where).glob("*.db"):
+        if keep_pid is not None and f.stem.rsplit("_", 1)[-1] == str(keep_pid):
+            continue
+        f.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def observe_placement(p: Placement, *, stored: bool) -> None:

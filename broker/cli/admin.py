@@ -11,7 +11,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import exits_on_error
-from broker.cli.options import at_least
+from broker.cli.options import Tenant, at_least
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
     @apikey_app.command("create")
     def apikey_create(
         ctx: typer.Context,
-        tenant: Annotated[str, typer.Option(help="tenant the key belongs to")],
+        tenant: Tenant,
         role: Annotated[str, typer.Option(help="viewer | planner | admin")],
         name: Annotated[str, typer.Option(help="a label for the key")] = "",
     ) -> None:
@@ -37,14 +37,14 @@ def register(app: typer.Typer) -> None:
         print(key)
 
     @apikey_app.command("list")
-    def apikey_list(ctx: typer.Context, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def apikey_list(ctx: typer.Context, tenant: Tenant) -> None:
         """The tenant's keys (never the keys themselves)."""
         from broker.access.keys import KeyStore
 
         print(json.dumps(KeyStore(edge(ctx).broker().sessions).list_keys(tenant=tenant), indent=2))
 
     @apikey_app.command("revoke")
-    def apikey_revoke(ctx: typer.Context, key_id: str, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def apikey_revoke(ctx: typer.Context, key_id: str, tenant: Tenant) -> None:
         from broker.access.keys import KeyStore
 
         with exits_on_error(EXIT_FAILED):
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
     @budget_app.command("set")
     def budget_set(
         ctx: typer.Context,
-        tenant: Annotated[str, typer.Option(help="tenant")],
+        tenant: Tenant,
         monthly_usd: Annotated[float, typer.Option(callback=at_least(0), help="monthly budget in USD")],
         team: Annotated[str, typer.Option(help="team label; omitted: the whole tenant")] = "",
     ) -> None:
@@ -66,17 +66,58 @@ def register(app: typer.Typer) -> None:
         print(json.dumps(figures, indent=2))
 
     @budget_app.command("show")
-    def budget_show(ctx: typer.Context, tenant: Annotated[str, typer.Option(help="tenant")]) -> None:
+    def budget_show(ctx: typer.Context, tenant: Tenant) -> None:
         """Budgets of a tenant with what is committed against them."""
         from broker.placements.budgets import Budgets
 
         print(json.dumps(Budgets(edge(ctx).broker().sessions).report(tenant=tenant), indent=2))
 
     @app.command()
-    def migrate(ctx: typer.Context) -> None:
-        """Migrate the database to the newest schema and load the catalog if it is empty."""
-        cat = edge(ctx).broker().catalog()
-        err.print(f"database ready: catalog {cat.version[:8]}, {cat.table.n_pools} pools")
+    def migrate(
+        ctx: typer.Context,
+        revision: Annotated[
+            str | None,
+            typer.Option(help="go to this schema revision (e.g. 0010) instead of the newest; a downgrade drops data"),
+        ] = None,
+        confirm_downgrade: Annotated[
+            bool,
+            typer.Option(
+                "--confirm-downgrade", help="really downgrade: the data of what the undone migrations add is lost"
+            ),
+        ] = False,
+    ) -> None:
+        """Migrate the database to the newest schema and load the catalog if it is empty; with
+        --revision, to that revision (docs/operations.md, "Backup, restore and rollback")."""
+        if revision is None:
+            cat = edge(ctx).broker().catalog()
+            err.print(f"database ready: catalog {cat.version[:8]}, {cat.table.n_pools} pools")
+            return
+        from alembic.util import CommandError
+
+        from broker.db.session import downgrade, downgrade_steps, migrate
+
+        url = edge(ctx).settings.database_url
+        try:
+            undone = downgrade_steps(url, revision)
+            if not undone:
+                migrate(url, revision)
+                err.print(f"database at revision {revision} (nothing undone)")
+                return
+        except CommandError as exc:
+            err.print(f"[red]invalid --revision:[/red] {exc}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        err.print(f"downgrading to {revision} undoes {len(undone)} migration(s), newest first:")
+        for rev, what in undone:
+            err.print(f"  {rev}  {what}")
+        err.print(
+            "The tables and columns they added are dropped with their data (simulations, newer fields "
+            "of stored placements, ...); upgrading again does not bring it back. Back up first."
+        )
+        if not confirm_downgrade:
+            err.print("[red]not downgraded:[/red] add --confirm-downgrade to go ahead")
+            raise typer.Exit(EXIT_INVALID)
+        downgrade(url, revision)
+        err.print(f"database at revision {revision}; a newer broker upgrades it again when it starts")
 
     @app.command()
     def worker(

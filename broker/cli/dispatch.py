@@ -18,7 +18,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INFEASIBLE, EXIT_INVALID
 from broker.cli.failures import print_infeasible, print_invalid
-from broker.cli.options import at_least
+from broker.cli.options import Tenant, at_least
 from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, NotFound
 
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         context: Annotated[str | None, typer.Option(help="kubeconfig context")] = None,
         gitops_dir: Annotated[Path | None, typer.Option(help="git work tree synced by Argo CD / Flux")] = None,
         namespace: Annotated[str, typer.Option(help="namespace of the workloads")] = "default",
-        tenant: Annotated[str, typer.Option(help="tenant the cluster belongs to")] = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """Register a target cluster: --kubeconfig F --context C, or --gitops-dir PATH.
 
@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
     def clusters_list(
         ctx: typer.Context,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-        tenant: Annotated[str, typer.Option(help="whose clusters")] = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """The registered clusters (credentials are never shown)."""
         from broker.dispatch.clusters import list_clusters
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
     def clusters_remove(
         ctx: typer.Context,
         name: Annotated[str, typer.Argument(help="cluster name")],
-        tenant: Annotated[str, typer.Option(help="tenant the cluster belongs to")] = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """Forget a cluster (what runs on it is left alone; the server's clone of its repository goes)."""
         from broker.dispatch.clusters import remove_cluster
@@ -177,6 +177,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         image: Annotated[list[str] | None, typer.Option(help="WORKLOAD=IMAGE: container image (repeat)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the dispatch document as JSON")] = False,
+        tenant: Tenant = "default",
     ) -> None:
         """Dispatch a stored placement to its sites' clusters; run again to resume after a failure."""
         from broker.dispatch.documents import DispatchIn
@@ -190,7 +191,7 @@ def register(app: typer.Typer) -> None:
             doc = DispatchIn(
                 dry_run=dry_run, templates=templates, images=_pairs(image or [], "--image", "WORKLOAD=IMAGE")
             )
-            result = DispatchService(edge(ctx).broker()).dispatch(placement_id, doc)
+            result = DispatchService(edge(ctx).broker()).dispatch(placement_id, doc, tenant=tenant)
         except OSError as exc:
             err.print(f"[red]cannot read template:[/red] {exc}")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -234,6 +235,7 @@ def register(app: typer.Typer) -> None:
         migration_cost: Annotated[float, typer.Option(callback=at_least(0), help="USD per moved replica")] = 0.05,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="store nothing")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the replan document as JSON")] = False,
+        tenant: Tenant = "default",
     ) -> None:
         """Re-solve a stored placement; print the decision, the costs and the migration plan."""
         from pydantic import ValidationError
@@ -252,7 +254,7 @@ def register(app: typer.Typer) -> None:
                 dry_run=dry_run,
             )
             with stdout_to_stderr():  # the re-solve prints nothing into a --json document
-                result = ReplanService(edge(ctx).broker()).replan(placement_id, doc)
+                result = ReplanService(edge(ctx).broker()).replan(placement_id, doc, tenant=tenant)
         except (ValueError, ValidationError) as exc:
             err.print(f"[red]invalid:[/red] {exc}")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -282,4 +284,7 @@ def register(app: typer.Typer) -> None:
             )
         out.print(table)
         if result.get("new_placement_id"):
-            out.print(f"new placement {result['new_placement_id']}: broker dispatch {result['new_placement_id']}")
+            again = "" if tenant == "default" else f" --tenant {tenant}"
+            out.print(
+                f"new placement {result['new_placement_id']}: broker dispatch {result['new_placement_id']}{again}"
+            )

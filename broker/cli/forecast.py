@@ -13,6 +13,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.cli.failures import writing
+from broker.cli.options import Tenant
 from broker.errors import BrokerError, InvalidRequest
 
 if TYPE_CHECKING:  # pandas and the forecast core load when a forecast command runs, not on every start
@@ -139,7 +140,7 @@ def register(app: typer.Typer) -> None:
         metric: Annotated[str, typer.Option(help="cpu or memory_gib")] = "cpu",
         horizon: Annotated[int, typer.Option(help="steps ahead (5 min each)")] = 288,
         rounds: Annotated[int, typer.Option(help="boosting rounds")] = 60,
-        tenant: Annotated[str, typer.Option(help="whose usage it learns from and forecasts")] = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """Train a new model version on a tenant's stored usage of a metric (scored on a hold-out
         first). It forecasts for that tenant only."""
@@ -166,7 +167,7 @@ def register(app: typer.Typer) -> None:
     @fc_app.command("models")
     def models_cmd(
         ctx: typer.Context,
-        tenant: Annotated[str, typer.Option(help="whose models")] = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """List a tenant's stored model versions with their hold-out metrics."""
         from broker.access.keys import check_tenant

@@ -13,6 +13,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import print_invalid
+from broker.cli.options import Tenant
 
 
 def _sites() -> dict[str, Any]:
@@ -83,7 +84,7 @@ def register(app: typer.Typer) -> None:
     def import_cmd(
         ctx: typer.Context,
         file: Annotated[Path, typer.Argument(help="CSV from,to,rtt_ms[,statistic][,source]")],
-        tenant: Annotated[str, typer.Option(help="the tenant whose placements use them")] = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """Store your own RTT measurements; they win over the catalog's figures (docs/latency.md).
         `to` may be a site, geo:lat,lon or the name of a user region. All or nothing."""

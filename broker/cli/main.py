@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -18,7 +19,7 @@ from broker.cli import remote
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
-from broker.cli.options import at_least
+from broker.cli.options import Tenant, at_least
 from broker.cli.stdout_guard import stdout_to_stderr
 from broker.errors import BrokerError, Infeasible, InvalidRequest, OverBudget
 
@@ -62,6 +63,11 @@ def serve(
     # before any worker starts, so it lets its connections go. The in-process catalog cache
     # is shared by version with the app built in this process.
     edge(ctx).close()
+    # a restarted server's counters start at zero: the samples a previous run left in
+    # PROMETHEUS_MULTIPROC_DIR go before any server process starts (not this one's own)
+    from broker.observability import clear_multiprocess_dir
+
+    clear_multiprocess_dir(keep_pid=os.getpid())
     uvicorn.run("api.main:app", host=host, port=port, workers=workers, log_level="info")
 
 
@@ -121,10 +127,16 @@ def place(
             "exit 1 when it has not",
         ),
     ] = remote.DEFAULT_JOB_TIMEOUT_S,
+    tenant: Tenant = "default",
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
     --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
     doc: Any = None
+    if server is not None and getattr(ctx.get_parameter_source("tenant"), "name", None) == "COMMANDLINE":
+        raise typer.BadParameter(
+            "against a server the API key's tenant is the placement's; --tenant is for embedded runs",
+            param_hint="'--tenant'",
+        )
     try:
         doc = _read_request(file)
         if server is not None:  # an empty one too: it is an error, not an embedded run
@@ -137,11 +149,11 @@ def place(
             broker = edge(ctx).broker()
             previous = None
             if isinstance(doc, dict) and doc.get("name"):
-                items, _ = broker.list_placements(name=str(doc["name"]), limit=1)
-                previous = placement_document(broker.get_placement(items[0].id)) if items else None
+                items, _ = broker.list_placements(tenant=tenant, name=str(doc["name"]), limit=1)
+                previous = placement_document(broker.get_placement(items[0].id, tenant=tenant)) if items else None
             with err.status("solving..."), stdout_to_stderr():
                 # nothing times out an embedded run: it gets the asynchronous cap, like a job
-                result = placement_document(broker.place(doc, synchronous=False)[0])
+                result = placement_document(broker.place(doc, tenant=tenant, synchronous=False)[0])
     except Infeasible as exc:
         _print_infeasible(exc, fmt, _name(doc))
         raise typer.Exit(EXIT_INFEASIBLE) from exc

@@ -13,7 +13,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.kube import kube_api, stop_on_signals
-from broker.cli.options import at_least
+from broker.cli.options import Tenant, at_least
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 err = Console(stderr=True)
 KubeconfigOpt = Annotated[Path | None, typer.Option(help="kubeconfig file (default: in-cluster service account)")]
 ContextOpt = Annotated[str | None, typer.Option(help="context in the kubeconfig")]
-TenantOpt = Annotated[str, typer.Option(help="the broker tenant whose registered clusters map cluster names to sites")]
 
 
 def _registered(ctx: typer.Context, broker_tenant: str) -> tuple[Broker, dict[str, str]]:
@@ -55,7 +54,7 @@ def register(app: typer.Typer) -> None:
                 callback=at_least(1), help="how long nominated clusters get to admit before the next ones join"
             ),
         ] = 300.0,
-        tenant: TenantOpt = "default",
+        tenant: Tenant = "default",
         once: Annotated[bool, typer.Option(help="nominate what waits now, then exit")] = False,
     ) -> None:
         """Kueue MultiKueue external dispatcher: nominate worker clusters for waiting Workloads in the
@@ -120,7 +119,7 @@ def register(app: typer.Typer) -> None:
         every: Annotated[
             int | None, typer.Option(min=10, help="publish again every SECONDS until stopped (default: once)")
         ] = None,
-        tenant: TenantOpt = "default",
+        tenant: Tenant = "default",
     ) -> None:
         """Write one AddOnPlacementScore per managed cluster on the hub (namespace = cluster name) with
         costPerCore and spotCostPerCore scores, -100 (dearest) to 100 (cheapest)."""

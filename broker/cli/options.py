@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime
+from typing import Annotated
 
 import typer
 
@@ -41,3 +42,28 @@ def api_time(value: str | None, option: str) -> datetime | None:
         return TypeAdapter(datetime).validate_python(value)
     except ValidationError as exc:
         raise typer.BadParameter(f"{value!r}: {exc.errors()[0]['msg']}", param_hint=f"'{option}'") from exc
+
+
+def tenant_name(value: str | None) -> str | None:
+    """A --tenant as the API's keys spell tenants (lowercase letters, digits, '.', '_', '-');
+    another: exit 2 naming the option."""
+    if value is None:
+        return None
+    from broker.access.keys import TENANT_RE
+
+    if not TENANT_RE.match(value):
+        raise typer.BadParameter(f"invalid tenant name {value!r} (lowercase letters, digits, '.', '_', '-')")
+    return value
+
+
+# The one --tenant of every command that reads or writes a tenant's records (placements, clusters,
+# dispatches, budgets, keys, usage, models, latency measurements): the tenant an API key acts for.
+# A command gives it a default ("default", the embedded tenant) or none (required).
+Tenant = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        callback=tenant_name,
+        help="the tenant whose records the command reads or writes (an API key's tenant; embedded runs: default)",
+    ),
+]

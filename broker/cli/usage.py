@@ -12,7 +12,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import err, exits_on_error, print_invalid
-from broker.cli.options import at_least
+from broker.cli.options import Tenant, at_least
 from broker.errors import InvalidRequest
 
 
@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         file: Annotated[Path, typer.Argument(help="long CSV: series_id,timestamp,value[,metric]")],
         series: Annotated[str | None, typer.Option(help="store every row under this series name")] = None,
+        tenant: Tenant = "default",
     ) -> None:
         """Import usage samples; timestamps in Unix seconds or ISO 8601. A re-import replaces its window."""
         from broker.usage.service import UsageStore, read_csv
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
         try:
             with err.status(f"reading {file}..."):
                 frame = read_csv(file)
-                summary = UsageStore(edge(ctx).broker().sessions).import_frame(frame, series=series)
+                summary = UsageStore(edge(ctx).broker().sessions).import_frame(frame, tenant=tenant, series=series)
         except InvalidRequest as exc:
             print_invalid(exc, "usage file")
             raise typer.Exit(EXIT_INVALID) from exc
@@ -55,6 +56,7 @@ def register(app: typer.Typer) -> None:
         end: Annotated[
             float | None, typer.Option(callback=at_least(0), help="end as Unix seconds (default: now)")
         ] = None,
+        tenant: Tenant = "default",
     ) -> None:
         """Pull usage over the Prometheus HTTP API (query_range) and store it."""
         from broker.usage.service import UsageStore, fetch_prometheus, parse_query_range
@@ -65,17 +67,19 @@ def register(app: typer.Typer) -> None:
             with err.status(f"querying {prometheus}..."):
                 doc = fetch_prometheus(prometheus, query, start=stop - hours * 3600, end=stop, step_s=step)
                 frame = parse_query_range(doc, series_label=series_label, series=series).assign(metric=metric)
-                summary = UsageStore(edge(ctx).broker().sessions).import_frame(frame)
+                summary = UsageStore(edge(ctx).broker().sessions).import_frame(frame, tenant=tenant)
         except InvalidRequest as exc:
             print_invalid(exc, "Prometheus answer")
             raise typer.Exit(EXIT_INVALID) from exc
         out.print(f"pulled {summary.rows} samples of {len(summary.series)} series: {', '.join(summary.series)}")
 
     @usage_app.command("show")
-    def show(ctx: typer.Context, name: Annotated[str, typer.Argument(help="series name")]) -> None:
+    def show(
+        ctx: typer.Context, name: Annotated[str, typer.Argument(help="series name")], tenant: Tenant = "default"
+    ) -> None:
         """What is stored for one series."""
         from broker.usage.service import UsageStore
 
         with exits_on_error(EXIT_FAILED):
-            doc = UsageStore(edge(ctx).broker().sessions).series_summary(name)
+            doc = UsageStore(edge(ctx).broker().sessions).series_summary(name, tenant=tenant)
         Console().print_json(data=doc)

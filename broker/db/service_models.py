@@ -48,6 +48,9 @@ class CommitmentRow(Base):
     team: Mapped[str] = mapped_column(String(200), default="", index=True)
     placement_id: Mapped[str] = mapped_column(String(40))
     cost_per_month: Mapped[float] = mapped_column(Float)
+    # team -> the part of cost_per_month its workloads cost (a workload's labels.team, else the
+    # request's team: broker.finops.ledger.workload_teams); a team's budget sums these
+    team_costs: Mapped[dict[str, float]] = mapped_column(JSON, default=dict)
     # private/edge pool id -> nodes this placement uses there
     scarce_nodes: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
@@ -55,7 +58,10 @@ class CommitmentRow(Base):
 
 class JobRow(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_tenant_created", "tenant", "created_at"),)
+    __table_args__ = (
+        Index("ix_jobs_tenant_created", "tenant", "created_at"),
+        Index("ix_jobs_status_kind", "status", "kind"),  # /metrics counts jobs by these at every scrape
+    )
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100))
     kind: Mapped[str] = mapped_column(String(40))

@@ -96,6 +96,34 @@ def downgrade(url: str, revision: str) -> None:
     command.downgrade(alembic_config(url), revision)
 
 
+def downgrade_steps(url: str, revision: str) -> list[tuple[str, str]]:
+    """The migrations `downgrade(url, revision)` would undo, newest first, each with the first
+    line of its description; empty when `revision` is not below the database's schema (an
+    upgrade, or where it is already). An unknown revision raises alembic's CommandError."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config(url))
+    target = script.get_revision(revision)  # unknown: an error, before touching anything
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_heads()
+    finally:
+        engine.dispose()
+    if not current or target is None:
+        return []
+    below = {r.revision for r in script.iterate_revisions(current, "base")}
+    if target.revision not in below or target.revision in current:
+        return []
+    keep = {r.revision for r in script.iterate_revisions(target.revision, "base")}
+    return [
+        (r.revision, (r.doc or "").strip().splitlines()[0] if r.doc else "")
+        for r in script.iterate_revisions(current, "base")
+        if r.revision not in keep
+    ]
+
+
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 

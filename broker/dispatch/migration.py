@@ -269,6 +269,8 @@ def plan_migration(
             disruption_budget=disruption_budget,
             max_unavailable={w: limits.get(w, disruption_budget) for w in sorted(changing)},
             failed_sites=failed_sites,
+            # old replicas outside the failed sites serve until traffic has moved, kept or not
+            serving={k[0] for k, c in o.items() if c > 0 and sites_o[k] not in set(failed_sites)},
             timing=timing,
             time_limit_s=schedule_time_limit_s,
             engine=schedule,

@@ -10,7 +10,8 @@ makespan (the time until the new placement is fully in force). The model:
   site it takes no time, needs no budget and runs last (those replicas are gone already);
 - the `shift_traffic` steps of a workload run one after the other, `traffic_step_s` each,
   after all its scale-ups and before its scale-downs; for a workload whose old replicas are
-  all at failed sites they take no time (no traffic left to watch move);
+  all at failed sites they take no time (no traffic left to watch move); an old replica at a
+  site that did not fail still serves, whether the plan stops it or keeps it;
 - make before break: a workload's old replicas stop only after all its new replicas run, and
   (the planner's documented order) no old replica stops before every new one runs;
 - dependency order: a workload starts changing once what it depends on has its new replicas
@@ -94,8 +95,16 @@ class Schedule:
         }
 
 
-def durations(steps: Sequence[Step], timing: Timing, failed: Collection[str]) -> list[int]:
-    live = {s.workload for s in steps if s.action == "scale_down" and not wave_model.failed_down(s, failed)}
+def durations(
+    steps: Sequence[Step], timing: Timing, failed: Collection[str], serving: Collection[str] | None = None
+) -> list[int]:
+    """How long each step runs. `serving`: the workloads with an old replica at a site that did not
+    fail (it still serves, whether it stops or stays); None: those the steps stop at such a site."""
+    live = (
+        set(serving)
+        if serving is not None
+        else {s.workload for s in steps if s.action == "scale_down" and not wave_model.failed_down(s, failed)}
+    )
     out = []
     for s in steps:
         if s.action == "scale_up":
@@ -152,6 +161,7 @@ def schedule_steps(
     disruption_budget: int,
     max_unavailable: Mapping[str, int],
     failed_sites: Collection[str] = (),
+    serving: Collection[str] | None = None,
     timing: Timing | None = None,
     time_limit_s: float = 1.0,
     engine: str = "cp-sat",
@@ -163,7 +173,7 @@ def schedule_steps(
     """
     timing = timing or Timing()
     failed = set(failed_sites)
-    dur = durations(steps, timing, failed)
+    dur = durations(steps, timing, failed, serving)
     adv = advisory_times(steps, dur)
     adv_makespan = max((e for _, e in adv), default=0)
     started = time.perf_counter()

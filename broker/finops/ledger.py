@@ -135,10 +135,36 @@ def entry_from_placement(p: Placement) -> LedgerEntry:
     )
 
 
-def _teams(request: Mapping[str, Any]) -> dict[str, str]:
+def workload_teams(request: Mapping[str, Any]) -> dict[str, str | None]:
+    """The team of each workload of a request document, by name: its `labels.team` when set, else
+    the request's `team` (the budget scope, placement-api extensions); None: neither says one.
+    The one rule the savings ledger (its `team` group, the FOCUS tag) and the budgets share."""
+    default = request.get("team") or None
     return {
-        str(w["name"]): str((w.get("labels") or {}).get(TEAM_LABEL) or NO_TEAM) for w in request.get("workloads", [])
+        str(w["name"]): str((w.get("labels") or {}).get(TEAM_LABEL) or default or "") or None
+        for w in request.get("workloads", [])
     }
+
+
+def _teams(request: Mapping[str, Any]) -> dict[str, str]:
+    return {w: team or NO_TEAM for w, team in workload_teams(request).items()}
+
+
+def team_costs(placement: Placement) -> dict[str | None, float]:
+    """The placement's cost per hour split by team (`workload_teams`; None: no team), as the
+    ledger splits it into items (compute, storage, egress per workload); the parts add up to its
+    cost_per_hour."""
+    teams = workload_teams(placement.request)
+    raw = _raw_items(placement, lambda _pool: None, lambda _pool: None)
+    total = sum(r["cost"] for r in raw)
+    cost = placement.result.cost_per_hour
+    if total <= 0:  # nothing to split by: the whole plan is its workloads' one team, if they share it
+        shared = set(teams.values())
+        return {next(iter(shared)) if len(shared) == 1 else None: cost}
+    out: dict[str | None, float] = defaultdict(float)
+    for r in raw:
+        out[teams.get(str(r["workload"]))] += r["cost"] * cost / total
+    return dict(out)
 
 
 def _compute_share(a: Assignment) -> float:
@@ -146,16 +172,12 @@ def _compute_share(a: Assignment) -> float:
     return float(br.get("compute", a.explanation.cost_per_hour - br.get("storage", 0.0)))
 
 
-def items_from_placement(
-    entry: LedgerEntry,
+def _raw_items(
     placement: Placement,
-    list_price: Callable[[str], float | None] = lambda _pool: None,
-    contracted_price: Callable[[str], float | None] = lambda _pool: None,
-) -> list[LedgerItem]:
-    """Split a placement into items whose costs add up to its cost_per_hour. `list_price(pool)`:
-    the public on-demand list price of the pool's node type; `contracted_price(pool)`: the same
-    node on demand at the negotiated price (discount rules applied)."""
-    teams = _teams(placement.request)
+    list_price: Callable[[str], float | None],
+    contracted_price: Callable[[str], float | None],
+) -> list[dict[str, Any]]:
+    """The placement's cost split into compute, storage and egress parts per workload."""
     gib = {str(w["name"]): float(w.get("storage_gib") or 0.0) for w in placement.request.get("workloads", [])}
     nodes = {n.pool: (n.count, n.cost_per_hour) for n in placement.result.nodes}
     assignments = placement.result.assignments
@@ -221,6 +243,20 @@ def items_from_placement(
                     cost=egress * share,
                 )
             )
+    return raw
+
+
+def items_from_placement(
+    entry: LedgerEntry,
+    placement: Placement,
+    list_price: Callable[[str], float | None] = lambda _pool: None,
+    contracted_price: Callable[[str], float | None] = lambda _pool: None,
+) -> list[LedgerItem]:
+    """Split a placement into items whose costs add up to its cost_per_hour. `list_price(pool)`:
+    the public on-demand list price of the pool's node type; `contracted_price(pool)`: the same
+    node on demand at the negotiated price (discount rules applied)."""
+    teams = _teams(placement.request)
+    raw = _raw_items(placement, list_price, contracted_price)
     plan_cost = sum(r["cost"] for r in raw)
     ratio = entry.baseline_cost_per_hour / plan_cost if plan_cost > 0 else 0.0
     greedy_ratio = entry.greedy_or_cost / plan_cost if plan_cost > 0 else 0.0

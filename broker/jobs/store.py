@@ -23,7 +23,7 @@ from broker.db.service_models import JobRow
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, NotFound, RunnerStopped
-from broker.observability import JOBS, tenant_var
+from broker.observability import tenant_var
 from broker.placements.documents import placement_document
 from broker.problems import error_problem, internal_problem
 
@@ -192,7 +192,6 @@ class JobStore:
                         )
                         .values(status="failed", error=doc, finished_at=now)
                     )
-            JOBS.labels(status="failed").inc()
             log.warning("job %s failed: its runner stopped (no heartbeat since %s)", job_id, stale)
             failed.append(job_id)
         return failed
@@ -207,7 +206,6 @@ class JobStore:
             row.error = error
             row.placement_id = (result or {}).get("id")
             row.finished_at = datetime.now(UTC)
-        JOBS.labels(status="failed" if error is not None else "succeeded").inc()
 
 
 def run_job(broker: Broker, job_id: str) -> str:

@@ -1,13 +1,16 @@
-"""Monthly budgets per tenant (and optionally per team label), enforced at placement time.
+"""Monthly budgets per tenant (and optionally per team), enforced at placement time.
 
 What counts against a budget is the committed run rate: for every placement name
 of the tenant, the latest stored placement's cost_per_hour x 730 h. Placing a
 name again replaces its previous commitment, so a CI pipeline re-placing the
-same service is charged once, not once per run.
+same service is charged once, not once per run. A team's budget counts the part of
+each placement its workloads cost (a workload's team: its `labels.team`, else the
+request's `team`; `broker.finops.ledger.workload_teams`, as the savings ledger groups it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,20 +63,31 @@ class Budgets:
         return {"tenant": tenant, "committed_per_month": round(total, 2), "budgets": budgets}
 
     def check(
-        self, s: Session, *, tenant: str, req: PlacementRequestIn, cost_per_hour: float
+        self,
+        s: Session,
+        *,
+        tenant: str,
+        req: PlacementRequestIn,
+        cost_per_hour: float,
+        team_costs: Mapping[str | None, float] | None = None,
     ) -> tuple[BudgetFigure, ...] | None:
         """Budget figures for this placement (None without budgets); OverBudget when one is exceeded.
+        `team_costs`: its cost per hour by team (`broker.finops.ledger.team_costs`); None: all of
+        it the request's `team`'s.
 
         Locks the budget rows (SELECT ... FOR UPDATE where the database has it) so two
         concurrent placements of one tenant cannot both squeeze under the same budget.
         """
-        name, team = req.name, req.team or TENANT_WIDE
-        adding = cost_per_hour * HOURS_PER_MONTH
-        teams = [TENANT_WIDE, team] if team else [TENANT_WIDE]
+        name = req.name
+        shares = _monthly(team_costs if team_costs is not None else {req.team: cost_per_hour})
+        teams = [TENANT_WIDE, *sorted(shares)]
         rows = s.scalars(
             select(BudgetRow).where(BudgetRow.tenant == tenant, BudgetRow.team.in_(teams)).with_for_update()
         ).all()
-        figures = [_figures(s, r, exclude_name=name, adding=adding) for r in rows]
+        adding = cost_per_hour * HOURS_PER_MONTH
+        figures = [
+            _figures(s, r, exclude_name=name, adding=shares.get(r.team, 0.0) if r.team else adding) for r in rows
+        ]
         over = [f for f in figures if f["over"]]
         if over and not req.allow_over_budget:
             OVER_BUDGET.inc()
@@ -97,6 +111,7 @@ class Budgets:
         pid: str,
         cost_per_hour: float,
         scarce_nodes: dict[str, int],
+        team_costs: Mapping[str | None, float] | None = None,
     ) -> None:
         row = s.get(CommitmentRow, (tenant, req.name))
         if row is None:
@@ -105,17 +120,27 @@ class Budgets:
         row.team = req.team or TENANT_WIDE
         row.placement_id = pid
         row.cost_per_month = cost_per_hour * HOURS_PER_MONTH
+        row.team_costs = _monthly(team_costs if team_costs is not None else {req.team: cost_per_hour})
         row.scarce_nodes = scarce_nodes
         row.updated_at = datetime.now(UTC)
 
 
+def _monthly(per_hour: Mapping[str | None, float]) -> dict[str, float]:
+    """USD per month by team, the parts without a team left out (the tenant-wide budget counts them)."""
+    return {t: c * HOURS_PER_MONTH for t, c in per_hour.items() if t}
+
+
 def _used(s: Session, tenant: str, team: str | None, *, exclude_name: str | None) -> float:
-    q = select(func.coalesce(func.sum(CommitmentRow.cost_per_month), 0.0)).where(CommitmentRow.tenant == tenant)
-    if team:
-        q = q.where(CommitmentRow.team == team)
+    if not team:  # the tenant's whole committed run rate
+        q = select(func.coalesce(func.sum(CommitmentRow.cost_per_month), 0.0)).where(CommitmentRow.tenant == tenant)
+        if exclude_name is not None:
+            q = q.where(CommitmentRow.name != exclude_name)
+        return float(s.scalar(q) or 0.0)
+    # a team's part of each commitment (one row per placement name of the tenant)
+    q2 = select(CommitmentRow.team_costs).where(CommitmentRow.tenant == tenant)
     if exclude_name is not None:
-        q = q.where(CommitmentRow.name != exclude_name)
-    return float(s.scalar(q) or 0.0)
+        q2 = q2.where(CommitmentRow.name != exclude_name)
+    return float(sum(float((parts or {}).get(team, 0.0)) for parts in s.scalars(q2)))
 
 
 def _figures(s: Session, row: BudgetRow, *, exclude_name: str | None, adding: float) -> dict[str, Any]:

@@ -193,6 +193,48 @@ def test_the_readme_has_the_blocks_this_test_runs() -> None:
         assert needle in text, needle
 
 
+_SHELL_BLOCK = re.compile(r"^```(?:bash|sh|console)\n(.*?)^```", re.S | re.M)
+# a request body: -d/--data*, not -F (multipart: curl sets its type) nor --json (it sets the type)
+_BODY = re.compile(r"(?:^|\s)(?:-d|--data(?:-raw|-binary|-ascii|-urlencode)?)(?:=|\s+)(\S+)")
+_CONTENT_TYPE = re.compile(r"""-H\s*(['"])content-type:\s*([^'"]+)\1""", re.I)
+
+
+def _curl_commands(path: Path) -> list[tuple[int, str]]:
+    """The curl calls of a markdown file's shell blocks (line of the block, the call with its
+    continuation lines joined; a call after a pipe too) and of its inline code (line, call)."""
+    text = path.read_text()
+    calls = []
+    for m in _SHELL_BLOCK.finditer(text):
+        block = Block(text.count("\n", 0, m.start()) + 2, m.group(1))
+        for command in block.commands:
+            joined = re.sub(r"\\\n\s*", " ", command.removeprefix("$ "))
+            calls += [(block.line, "curl " + c) for c in re.split(r"(?:^|[|;&]\s*)curl\s", joined)[1:]]
+    prose = _SHELL_BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    calls += [(prose.count("\n", 0, m.start()) + 1, m.group(1)) for m in re.finditer(r"`(curl\s[^`]+)`", prose)]
+    return calls
+
+
+def test_every_documented_curl_with_a_body_names_its_content_type() -> None:
+    """The API refuses a body without Content-Type: application/json (422 "send the body as JSON
+    with Content-Type: application/json"), and curl -d sends application/x-www-form-urlencoded:
+    a documented call with a body says which type it sends."""
+    docs = [README, *sorted((REPO / "docs").glob("*.md"))]  # docs/contract/ is a verbatim copy
+    checked, wrong = 0, []
+    for path in docs:
+        for line, call in _curl_commands(path):
+            body = _BODY.search(call)
+            if body is None or " --json " in f"{call} ":
+                continue
+            checked += 1
+            declared = _CONTENT_TYPE.search(call)
+            data = body.group(1).strip("'\"")
+            json_body = data.startswith(("{", "[")) or data.endswith(".json") or data == "@-"
+            if declared is None or (json_body and declared.group(2).strip().lower() != "application/json"):
+                wrong.append(f"{path.relative_to(REPO)}:{line}: {call.strip()}")
+    assert not wrong, "curl with a body but not its JSON content type:\n" + "\n".join(wrong)
+    assert checked >= 8
+
+
 def test_every_readme_command_runs_as_written(scratch: tuple[Path, dict[str, str], int]) -> None:
     work, env, port = scratch
     ran = skipped = 0

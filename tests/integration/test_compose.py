@@ -71,5 +71,8 @@ def test_dockerfile_serves_the_app_with_workers_and_a_healthcheck() -> None:
     text = (REPO / "Dockerfile").read_text()
     assert "uvicorn api.main:app" in text and "--workers" in text and "HEALTHCHECK" in text
     assert "broker migrate" in text and "BROKER_AUTH=required" in text
+    # the metrics samples of an earlier run go before uvicorn starts its workers (never in a worker)
+    cmd = text[text.index("CMD [") :]
+    assert cmd.index("rm -f $PROMETHEUS_MULTIPROC_DIR/*.db") < cmd.index("exec uvicorn")
     for path in ("api", "broker", "providers", "pricing", "migrations"):
         assert f"COPY {path} ./{path}" in text and (REPO / path).is_dir()

@@ -7,12 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from broker.app import Broker
 from broker.cli.main import app as cli
 from tests.integration.dispatch_support import (
+    EXAMPLES,
     committed_docs,
     new_repo,
     replicas_by_workload,
@@ -191,3 +193,39 @@ def test_cli_clusters_dispatch_and_replan(
     assert doc["decision"] == "migrate" and doc["migration"]["disruption_budget"] == 2
     assert runner.invoke(cli, ["clusters", "remove", "c0"]).exit_code == 0
     assert runner.invoke(cli, ["clusters", "remove", "c0"]).exit_code == 2
+
+
+def test_cli_reaches_a_tenants_placement_with_tenant(
+    db_url: str, broker: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A placement a tenant made through the API: `replan` and `dispatch` find it with --tenant
+    (without it they look in the embedded tenant, `default`, and say it does not exist)."""
+    monkeypatch.setenv("BROKER_DATABASE_URL", db_url)
+    runner = CliRunner()
+    doc = yaml.safe_load((EXAMPLES / "checkout.yaml").read_text())
+    placement, stored = broker.place({**doc, "dry_run": False}, tenant="acme")
+    assert stored and placement.id is not None
+    sites = sorted({a.site for a in placement.result.assignments})
+    repo = new_repo(tmp_path / "fleet")
+    for i, site in enumerate(sites):
+        add = ["clusters", "add", f"c{i}", "--site", site, "--gitops-dir", str(repo), "--tenant", "acme"]
+        assert runner.invoke(cli, add).exit_code == 0
+    replan = ["replan", placement.id, "--exclude-site", sites[0], "--dry-run", "--json"]
+    assert runner.invoke(cli, replan).exit_code == 2  # not default's
+    rp = runner.invoke(cli, [*replan, "--tenant", "acme"])
+    assert rp.exit_code == 0, rp.output
+    assert json.loads(rp.stdout)["decision"] == "migrate"
+    dry = ["dispatch", placement.id, "--dry-run"]
+    assert runner.invoke(cli, dry).exit_code == 2
+    d = runner.invoke(cli, [*dry, "--tenant", "acme"])
+    assert d.exit_code == 0 and "kind: Deployment" in d.stdout, d.output
+    # the embedded `place` stores under --tenant too, and a bad name is a usage error
+    request = tmp_path / "req.yaml"
+    request.write_text(yaml.safe_dump({**doc, "name": "cli-acme", "dry_run": False}))
+    placed = runner.invoke(cli, ["place", "-f", str(request), "--format", "json", "--tenant", "acme"])
+    assert placed.exit_code == 0, placed.output
+    assert broker.get_placement(json.loads(placed.stdout)["id"], tenant="acme").tenant == "acme"
+    bad = runner.invoke(cli, [*replan, "--tenant", "Not A Tenant"])
+    assert bad.exit_code == 2 and "invalid tenant name" in bad.output
+    remote = runner.invoke(cli, ["place", "-f", str(request), "--server", "http://127.0.0.1:9", "--tenant", "acme"])
+    assert remote.exit_code == 2 and "--tenant" in remote.output

@@ -4,7 +4,10 @@ that say what the counters count."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.service_support import open_broker, service_client, small_request
@@ -55,3 +58,58 @@ def test_counters_say_they_count_this_server_since_it_started(db_url: str) -> No
         assert "Sum over stored placements" not in doc
     placed = fams["broker_placed_cost_usd_per_hour"].samples  # type: ignore[attr-defined]
     assert any(s.name.endswith("_total") and s.value > 0 for s in placed)
+
+
+def test_jobs_a_worker_ran_elsewhere_are_counted_from_the_database(db_url: str) -> None:
+    """A job run by `broker worker` (another process, maybe another machine: it serves no metrics)
+    shows on the API's /metrics, read from the jobs table at scrape time, by kind and status."""
+    from datetime import UTC, datetime
+
+    from broker.db.service_models import JobRow
+    from broker.db.session import transaction
+
+    broker = open_broker(db_url)
+    now = datetime.now(UTC)
+    rows = [("placement", "succeeded"), ("placement", "succeeded"), ("placement", "failed"), ("simulation", "running")]
+    with transaction(broker.sessions) as s:  # as the worker's process writes them
+        for i, (kind, status) in enumerate(rows):
+            s.add(
+                JobRow(
+                    id=f"job_m{i}", tenant="acme", kind=kind, status=status, request={}, created_at=now, started_at=now
+                )
+            )
+    with service_client(broker) as c:
+        text = c.get("/metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("broker_job")
+    }
+    assert samples[("broker_jobs_total", (("kind", "placement"), ("status", "succeeded")))] == 2
+    assert samples[("broker_jobs_total", (("kind", "placement"), ("status", "failed")))] == 1
+    assert samples[("broker_jobs_unfinished", (("kind", "simulation"), ("status", "running")))] == 1
+    assert ("broker_job_queue_depth", ()) in samples
+    assert text.count("# TYPE broker_jobs_total") + text.count("# TYPE broker_jobs counter") == 1
+
+
+def test_broker_serve_starts_its_counters_at_zero(env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PROMETHEUS_MULTIPROC_DIR reused across a restart: the previous run's sample files go before the
+    server's processes start (a counter kept its old value), the starting process's own stay."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from broker.cli.main import app
+
+    prom = tmp_path / "prom"
+    prom.mkdir()
+    stale = [prom / "counter_4194301.db", prom / "histogram_4194302.db", prom / "gauge_livesum_4194303.db"]
+    own = prom / f"counter_{os.getpid()}.db"
+    for f in (*stale, own):
+        f.write_bytes(b"\0" * 16)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(prom))
+    seen: list[set[str]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: seen.append({f.name for f in prom.iterdir()}))
+    r = CliRunner().invoke(app, ["serve", "--port", "1"])
+    assert r.exit_code == 0, r.output
+    assert seen == [{own.name}]

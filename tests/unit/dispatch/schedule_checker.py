@@ -66,7 +66,8 @@ def check_schedule(
             counts[(s.workload, s.pool)] = s.to_replicas
     assert {k: v for k, v in counts.items() if v} == _counts(new)
     # times: every step timed, as long as the model says, in start order, waves = start times
-    live = {s.workload for s in steps if s.action == "scale_down" and s.site not in failed}
+    # a workload still serves from an old replica at a site that did not fail, stopped or kept
+    live = {s.workload for s in old if s.replicas > 0 and s.site not in failed}
     for s in steps:
         assert s.start_s is not None and s.end_s is not None and s.start_s >= 0
         assert s.end_s - s.start_s == _expected_length(s, failed, live), s

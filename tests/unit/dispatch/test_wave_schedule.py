@@ -78,6 +78,20 @@ def test_a_failed_site_is_restored_first_and_removed_last() -> None:
     assert [s.action for s in plan.steps][-2:] == ["scale_down", "scale_down"]
 
 
+def test_traffic_moves_at_its_pace_while_an_old_replica_outside_the_failed_site_serves() -> None:
+    # orders-db of examples/checkout.yaml re-planned away from a failed site: one old replica stays
+    # at a site that did not fail and carries the traffic until it has moved to the new ones
+    old = [Slot("db", "aws:eu-9/c/spot", FAILED, 2), Slot("db", "aws:eu-1/m/ondemand", "aws:eu-1", 1)]
+    new = [Slot("db", "aws:eu-1/m/ondemand", "aws:eu-1", 1), Slot("db", "gcp:eu-2/n/spot", "gcp:eu-2", 2)]
+    for engine in ("cp-sat", "advisory"):
+        plan = plan_migration(old, new, disruption_budget=10, failed_sites={FAILED}, schedule=engine)  # type: ignore[arg-type]
+        check_schedule(old, new, plan, depends_on={}, budget=10, max_unavailable={}, failed={FAILED})
+        shifts = [s for s in plan.steps if s.action == "shift_traffic"]
+        assert [s.traffic_pct for s in shifts] == [10, 50, 100]
+        assert [s.end_s - (s.start_s or 0) for s in shifts] == [60, 60, 60], engine
+        assert plan.schedule is not None and plan.schedule.makespan_s == 120 + 3 * 60
+
+
 def test_the_per_workload_cap_binds_where_the_plan_budget_would_not() -> None:
     old = [Slot("db", "aws:eu-1/m/ondemand", "aws:eu-1", 10)]
     new = [Slot("db", "gcp:eu-2/n/spot", "gcp:eu-2", 10)]
