@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.body_errors import not_a_json_document, not_utf8
+from api.body_errors import not_a_json_document, unreadable
 from broker.errors import BrokerError
 from broker.problems import MEDIA_TYPE, error_problem, field_errors, internal_problem
 from broker.problems import problem as problem_document
@@ -50,8 +50,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if (unreadable := not_utf8(exc)) is not None:
-            return problem(422, "Invalid request", unreadable[0], "invalid-request", request, errors=unreadable[1])
+        if (body := unreadable(exc)) is not None:
+            return problem(422, "Invalid request", body[0], "invalid-request", request, errors=body[1])
         title = _HTTP_TITLES.get(exc.status_code, "Error")
         doc = problem_document(
             exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), instance=request.url.path

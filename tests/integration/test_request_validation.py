@@ -89,6 +89,18 @@ def test_a_body_that_is_not_utf8_gets_the_same_answer(shared_client: TestClient)
     assert "not valid UTF-8" in problem["detail"] and "0xe9" in problem["detail"], problem
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 5000, b"[" * 5000 + b"]" * 5000, b'{"name": ' * 5000, b'{"workloads": ' + b"[" * 100_000],
+    ids=["open-arrays", "closed-arrays", "objects", "in-a-field"],
+)
+@pytest.mark.parametrize("url", ["/v1/placements", "/v1/sites", "/v1/latency/measurements", "/v1/workloads/web/usage"])
+def test_a_body_nested_too_deeply_gets_the_same_answer(shared_client: TestClient, url: str, raw: bytes) -> None:
+    problem = _body_error(shared_client.post(url, content=raw, headers=JSON))
+    assert "the body" in problem["detail"] and "nested too deeply" in problem["detail"], problem
+    assert problem["errors"][0]["type"] == "json_too_deep"
+
+
 def test_a_json_body_sent_as_a_form_says_to_send_json(shared_client: TestClient) -> None:
     # what `curl -d '{...}'` sends without -H 'content-type: application/json'
     raw = json.dumps({"monthly_usd": 5000}).encode()
