@@ -45,7 +45,7 @@ def install(app: FastAPI) -> None:
         if (unreadable := not_a_json_document(exc, request)) is not None:
             return problem(422, "Invalid request", unreadable[0], "invalid-request", request, errors=unreadable[1])
         errors = field_errors(exc.errors())
-        where = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors[:3])
+        where = ", ".join(list(dict.fromkeys(".".join(str(p) for p in e["loc"]) for e in errors))[:3])
         return problem(422, "Invalid request", f"invalid field(s): {where}", "invalid-request", request, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
