@@ -1,9 +1,10 @@
 """Plain-language answers for bodies that are not a JSON document at all.
 
 FastAPI reports a JSON syntax error as a field named by a character offset
-(`loc ["body", 28]`, "JSON decode error"), bytes that are not UTF-8 as a bare 400, and
-a body sent without a JSON content type (curl's `-d` default is a form) as "Input should
-be a valid dictionary". All three become the same answer as any other invalid body: 422
+(`loc ["body", 28]`, "JSON decode error"), bytes that are not UTF-8 and arrays or objects
+nested deeper than Python's JSON parser goes (its RecursionError) as a bare 400, and a body
+sent without a JSON content type (curl's `-d` default is a form) as "Input should be a valid
+dictionary". All of them become the same answer as any other invalid body: 422
 problem+json whose single error is at `["body"]` and says what is wrong and where.
 """
 
@@ -41,10 +42,22 @@ def not_a_json_document(exc: RequestValidationError, request: Request) -> tuple[
     return None
 
 
-def not_utf8(exc: HTTPException) -> tuple[str, list[dict[str, Any]]] | None:
-    """(detail, errors) when FastAPI could not decode the body's bytes, else None."""
+def too_deep() -> tuple[str, list[dict[str, Any]]]:
+    """(detail, errors) for a JSON body whose arrays or objects nest deeper than the parser goes
+    (json.loads' RecursionError, around a thousand levels); no request document nests like that."""
+    msg = "the body is not a JSON document the broker reads: its arrays or objects are nested too deeply"
+    return msg, [{"loc": ["body"], "msg": msg, "type": "json_too_deep"}]
+
+
+def unreadable(exc: HTTPException) -> tuple[str, list[dict[str, Any]]] | None:
+    """(detail, errors) when FastAPI could not read the body (its bare 400), else None: bytes that
+    are not UTF-8, or JSON nested too deeply."""
     cause = exc.__cause__
-    if exc.status_code != 400 or not isinstance(cause, UnicodeDecodeError):
+    if exc.status_code != 400:
+        return None
+    if isinstance(cause, RecursionError):
+        return too_deep()
+    if not isinstance(cause, UnicodeDecodeError):
         return None
     msg = f"the body is not valid UTF-8 (byte 0x{cause.object[cause.start]:02x} at offset {cause.start})"
     return msg, [{"loc": ["body"], "msg": msg, "type": "utf8_invalid"}]

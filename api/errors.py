@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.body_errors import not_a_json_document, not_utf8
+from api.body_errors import not_a_json_document, unreadable
 from broker.db.session import unreachable
 from broker.errors import BrokerError, DatabaseUnavailable, Unavailable
 from broker.problems import MEDIA_TYPE, error_problem, field_errors, internal_problem
@@ -76,13 +76,13 @@ def install(app: FastAPI) -> None:
         if (unreadable := not_a_json_document(exc, request)) is not None:
             return problem(422, "Invalid request", unreadable[0], "invalid-request", request, errors=unreadable[1])
         errors = field_errors(exc.errors())
-        where = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors[:3])
+        where = ", ".join(list(dict.fromkeys(".".join(str(p) for p in e["loc"]) for e in errors))[:3])
         return problem(422, "Invalid request", f"invalid field(s): {where}", "invalid-request", request, errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if (unreadable := not_utf8(exc)) is not None:
-            return problem(422, "Invalid request", unreadable[0], "invalid-request", request, errors=unreadable[1])
+        if (body := unreadable(exc)) is not None:
+            return problem(422, "Invalid request", body[0], "invalid-request", request, errors=body[1])
         title = _HTTP_TITLES.get(exc.status_code, "Error")
         doc = problem_document(
             exc.status_code, title, str(exc.detail), title.lower().replace(" ", "-"), instance=request.url.path

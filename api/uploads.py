@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from starlette.requests import Request
 
+from api.body_errors import too_deep
 from broker.errors import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -36,6 +37,8 @@ def json_document(model: type[M], raw: bytes, what: str) -> M:
     """`raw` validated as `model`; otherwise InvalidRequest ("<what> is invalid") naming each bad field."""
     try:
         return model.model_validate(json.loads(raw or b"null"))
+    except RecursionError as exc:  # nested deeper than json.loads goes: what FastAPI's own bodies answer
+        raise InvalidRequest(*too_deep()) from exc
     except (ValueError, TypeError) as exc:
         errors = getattr(exc, "errors", None)
         detail = (

@@ -31,6 +31,7 @@ from broker.placements.request_documents import PlacementRequestIn
 from broker.placements.rightsizing import Rightsizing, apply_demand
 from broker.placements.store import PlacementStore
 from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget
+from broker.problems import field_errors
 from broker.settings import Settings
 from broker.solver import PlacementProblem, SolverOptions, WorkLimits, solve
 from broker.solver_runtime import prepare_process, solver_options
@@ -43,10 +44,11 @@ def new_placement_id() -> str:
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
+    """The request's errors as the API answers them (field_errors: the user's fields only)."""
+    return field_errors(
         {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
         for e in exc.errors(include_url=False, include_context=False)
-    ]
+    )
 
 
 def parse_request(doc: Any) -> PlacementRequestIn:

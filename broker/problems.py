@@ -7,7 +7,8 @@ reads a failed job's `error` exactly as it reads a 422. Pure: no web framework, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from broker.errors import (
@@ -78,8 +79,49 @@ def internal_problem(*, instance: str) -> dict[str, Any]:
 
 
 def field_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """`errors` members in one shape ({"loc": [...], "msg": str, "type": str}), whoever found them."""
+    """`errors` members in one shape ({"loc": [...], "msg": str, "type": str}), whoever found them,
+    each `loc` naming the user's fields only (user_locs)."""
+    errors = list(errors)
+    locs = user_locs([list(e.get("loc", [])) for e in errors])
     return [
-        {"loc": list(e.get("loc", [])), "msg": str(e.get("msg", "")), "type": e.get("type", "value_error")}
-        for e in errors
+        {"loc": loc, "msg": str(e.get("msg", "")), "type": e.get("type", "value_error")}
+        for loc, e in zip(locs, errors, strict=True)
     ]
+
+
+# pydantic names the member of a union it tried in `loc` (`workloads.0.residency.str`,
+# `...max_unavailable.constrained-int`, `function-after[f(), int]`, `tagged-union[A,B]` then the
+# tag's value, a model's class name): its own labels, none of them a field of the document.
+_TYPE_LABELS = frozenset({"str", "int", "float", "bool", "bytes", "none", "date", "datetime", "time", "timedelta"})
+_TYPE_LABEL = re.compile(r"constrained-[a-z]+|[a-z][a-z-]*\[.*\]", re.DOTALL)
+_MODEL_LABEL = re.compile(r"[A-Z][A-Za-z0-9_]*")
+
+
+def _type_label(part: Any) -> bool:
+    return isinstance(part, str) and (part in _TYPE_LABELS or _TYPE_LABEL.fullmatch(part) is not None)
+
+
+def user_locs(locs: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """`locs` without pydantic's union member labels. A label is told from a field or a mapping's key
+    (`latency_slo_ms.EU`) by where it stands: a union that failed reports every member it tried, so its
+    labels are two or more different ones under one path, at least one of them a type's (a model's
+    class name alone could be a key). The tag value after a `tagged-union[...]` label goes with it."""
+    members: dict[tuple[Any, ...], set[str]] = {}
+    for loc in locs:
+        for i, part in enumerate(loc):
+            if _type_label(part) or (isinstance(part, str) and _MODEL_LABEL.fullmatch(part)):
+                members.setdefault(tuple(loc[:i]), set()).add(part)
+    unions = {path for path, labels in members.items() if len(labels) > 1 and any(map(_type_label, labels))}
+    out = []
+    for loc in locs:
+        kept: list[Any] = []
+        skip_tag = False
+        for i, part in enumerate(loc):
+            if skip_tag:
+                skip_tag = False
+            elif tuple(loc[:i]) in unions and part in members[tuple(loc[:i])]:
+                skip_tag = str(part).startswith("tagged-union[")
+            else:
+                kept.append(part)
+        out.append(kept)
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -13,16 +12,17 @@ from broker.app import Broker
 from broker.errors import NotFound
 from broker.finops.documents import SavingsOut
 from broker.finops.focus_io import to_csv, to_parquet
-from broker.finops.service import FinOps
+from broker.finops.service import FinOps, WindowTime
 
 router = APIRouter(prefix="/v1", tags=["finops"])
 
 _PROBLEM: dict[int | str, dict[str, Any]] = {422: {"content": {"application/problem+json": {}}}}
 PARQUET = "application/vnd.apache.parquet"
 
-From = Annotated[datetime | None, Query(alias="from", description="window start (ISO 8601; default to - 30 days)")]
+From = Annotated[WindowTime | None, Query(alias="from", description="window start (ISO 8601; default to - 30 days)")]
 To = Annotated[
-    datetime | None, Query(alias="to", description="window end, exclusive (ISO 8601; default now; a later time is now)")
+    WindowTime | None,
+    Query(alias="to", description="window end, exclusive (ISO 8601; default now; a later time is now)"),
 ]
 
 

@@ -8,11 +8,13 @@ record says which; run the same command again to resume), 2 invalid input,
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from broker.cli.context import edge
@@ -34,6 +36,30 @@ def _fail(exc: BrokerError) -> typer.Exit:
         return typer.Exit(EXIT_INFEASIBLE)
     err.print(f"[red]{exc.title}:[/red] {exc.detail}")
     return typer.Exit(EXIT_INVALID if isinstance(exc, NotFound) else EXIT_FAILED)
+
+
+#: `broker clusters add`'s argument and options, by the ClusterIn field each one fills
+_CLUSTER_OPTIONS = {
+    "name": "NAME",
+    "site": "--site",
+    "kubeconfig": "--kubeconfig",
+    "context": "--context",
+    "gitops_dir": "--gitops-dir",
+    "namespace": "--namespace",
+}
+DNS_LABEL = (
+    "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+)
+
+
+def _cluster_option_error(e: Mapping[str, Any]) -> str:
+    """One of ClusterIn's validation errors in the command's words: the option, its value and why."""
+    field = str((e.get("loc") or [""])[0])
+    option = _CLUSTER_OPTIONS.get(field)
+    if option is None:  # the model's own check (one target, --context with a kubeconfig, ...)
+        return f"[red]invalid:[/red] {escape(str(e.get('msg')))}"
+    why = DNS_LABEL if field in ("name", "namespace") else str(e.get("msg"))
+    return f"[red]invalid {option} {escape(repr(e.get('input')))}:[/red] {escape(why)}"
 
 
 def _pairs(values: list[str], option: str, form: str) -> dict[str, str]:
@@ -97,7 +123,8 @@ def register(app: typer.Typer) -> None:
                 namespace=namespace,
             )
         except ValidationError as exc:
-            err.print(f"[red]invalid:[/red] {exc.errors()[0]['msg']}")
+            for e in exc.errors(include_url=False):
+                err.print(_cluster_option_error(e), soft_wrap=True)
             raise typer.Exit(EXIT_INVALID) from exc
         broker = edge(ctx).broker()
         try:

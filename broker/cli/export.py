@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -13,24 +12,14 @@ from rich.console import Console
 
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
-from broker.cli.failures import writing
+from broker.cli.failures import print_invalid_options, writing
+from broker.cli.options import api_time
 from broker.errors import InvalidRequest
 
 
 class ExportFormat(StrEnum):
     csv = "csv"
     parquet = "parquet"
-
-
-def _when(value: str | None, flag: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise InvalidRequest(
-            f"{flag} is not an ISO 8601 date or time: {value!r}", errors=[{"loc": [flag], "msg": str(exc)}]
-        ) from exc
 
 
 def register(app: typer.Typer) -> None:
@@ -41,9 +30,12 @@ def register(app: typer.Typer) -> None:
     def focus(
         ctx: typer.Context,
         start: Annotated[
-            str | None, typer.Option("--from", help="window start, ISO 8601 (default: 30 days before --to)")
+            str | None,
+            typer.Option(
+                "--from", help="window start: ISO 8601 date or time, or Unix seconds (default: --to - 30 days)"
+            ),
         ] = None,
-        end: Annotated[str | None, typer.Option("--to", help="window end, exclusive, ISO 8601 (default: now)")] = None,
+        end: Annotated[str | None, typer.Option("--to", help="window end, exclusive, as --from (default: now)")] = None,
         fmt: Annotated[ExportFormat, typer.Option("--format", help="csv or parquet")] = ExportFormat.csv,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", help="file to write (default: stdout for csv)")
@@ -56,14 +48,14 @@ def register(app: typer.Typer) -> None:
 
         err = Console(stderr=True)
         try:
-            lo, hi = _when(start, "--from"), _when(end, "--to")
+            lo, hi = api_time(start, "--from"), api_time(end, "--to")
             if fmt is ExportFormat.parquet and output is None:
                 raise InvalidRequest(
                     "parquet is binary: give --output FILE", errors=[{"loc": ["--output"], "msg": "required"}]
                 )
             rows = FinOps(edge(ctx).broker()).focus(tenant=tenant, start=lo, end=hi)
-        except InvalidRequest as exc:
-            err.print(f"[red]invalid:[/red] {exc.detail}")
+        except InvalidRequest as exc:  # the API's checks on its window: from < to, years 1970-2200, 366 days
+            print_invalid_options(exc, {"from": "--from", "to": "--to", "--output": "--output"})
             raise typer.Exit(EXIT_INVALID) from exc
         body = to_parquet(rows) if fmt is ExportFormat.parquet else to_csv(rows)
         if output is None:

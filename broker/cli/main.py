@@ -100,6 +100,9 @@ def _read_request(path: Path) -> Any:
         raise InvalidRequest(
             f"{path} is not valid JSON/YAML: {exc}", errors=[{"loc": ["file"], "msg": str(exc)}]
         ) from exc
+    except RecursionError:  # deeper than the parsers go; no request document nests like that
+        msg = "not a document the broker reads: its lists or mappings are nested too deeply"
+        raise InvalidRequest(f"{path} is {msg}", errors=[{"loc": ["file"], "msg": msg}]) from None
 
 
 @app.command()

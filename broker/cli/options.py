@@ -31,15 +31,17 @@ def at_least(minimum: float = 0.0) -> Callable[[float | None], float | None]:
 
 
 def api_time(value: str | None, option: str) -> datetime | None:
-    """A --from/--to parsed as the API parses its ?from=/?to= (pydantic: an ISO 8601 date or date-time,
-    or Unix seconds; naive is UTC), so the command and `GET /v1/...` take the same values. Not one: exit 2
-    naming the option (click's usage error)."""
+    """A --from/--to parsed as the API parses its ?from=/?to=: with their type, broker.finops.service's
+    WindowTime (an ISO 8601 date or date-time, or Unix seconds; naive is UTC), so the command and
+    `GET /v1/...` take the same values. Not one: exit 2 naming the option (click's usage error)."""
     if value is None:
         return None
     from pydantic import TypeAdapter, ValidationError
 
+    from broker.finops.service import WindowTime
+
     try:
-        return TypeAdapter(datetime).validate_python(value)
+        return TypeAdapter(WindowTime).validate_python(value)
     except ValidationError as exc:
         raise typer.BadParameter(f"{value!r}: {exc.errors()[0]['msg']}", param_hint=f"'{option}'") from exc
 

@@ -81,6 +81,23 @@ def _not_a_broker(r: httpx.Response, what: str) -> NotABroker:
     return NotABroker(f"{r.request.url}: not a placement-broker answer ({what}, HTTP {r.status_code})")
 
 
+def _server_error(r: httpx.Response) -> dict[str, Any]:
+    """A 5xx's problem document. The broker's server errors are problem+json with a detail; anything
+    else (nginx's HTML `502 Bad Gateway`, a gateway's own JSON) is something in front of the broker
+    answering for it: not a broker answer (main.place: exit 5), and its page is never printed."""
+    try:
+        doc = r.json() if _content_type(r).endswith("json") else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("detail"), str):
+        raise NotABroker(
+            f"{r.request.url}: not a placement-broker answer ({_content_type(r)}, HTTP {r.status_code}): "
+            f"{r.status_code} {r.reason_phrase or 'server error'} from something in front of the broker "
+            "(a proxy or gateway); is the broker behind it running?"
+        )
+    return doc
+
+
 def _json_object(r: httpx.Response) -> dict[str, Any]:
     """An answer's JSON object: the placement API answers nothing else (problems are problem+json),
     so an HTML page or a bare value means --server names something else."""
@@ -146,8 +163,9 @@ def place(http: httpx.Client, doc: Any, *, timeout_s: float) -> dict[str, Any]:
             f"{r.request.url} is not found (404): --server takes the broker's root URL, the one its "
             "/v1/... routes hang off (e.g. http://broker:8080)"
         )
-    if r.status_code < 500:  # the broker's problems are JSON; a 5xx page may be a proxy's (exit 1 below)
-        _json_object(r)
+    if r.status_code >= 500:  # the broker's server error (exit 1), or a proxy's error page (exit 5)
+        raise_for_problem(r.status_code, _server_error(r))
+    _json_object(r)  # the broker's problems are JSON
     raise_for_problem(r.status_code, body)
     raise AssertionError("unreachable")  # raise_for_problem always raises
 

@@ -40,6 +40,13 @@ LATEST_TIME = datetime(2200, 1, 1, tzinfo=UTC)
 MAX_DASHBOARD_WINDOW = timedelta(days=5 * 366)
 
 
+#: The type of a window's ends, `?from=`/`?to=` of GET /v1/savings, /v1/export/focus and /v1/dashboard
+#: (api/routes/finops.py), and the one the CLI parses its --from/--to with (broker.cli.options.api_time),
+#: so both take the same values the same way: pydantic's datetime, an ISO 8601 date or date-time, or
+#: Unix seconds (a bare number: `20240101` is seconds, not a date); a time without an offset is UTC (window).
+WindowTime = datetime
+
+
 def window(start: datetime | None, end: datetime | None, *, now: datetime | None = None) -> tuple[datetime, datetime]:
     """Resolve ?from=&to= (naive times are UTC): default the last 30 days up to now; a window
     reaching past now ends now."""

@@ -71,6 +71,18 @@ def test_a_file_that_is_not_utf8_text_exits_2_with_a_message(
     assert j.returncode == EXIT_INVALID and json.loads(j.stdout)["status"] == "invalid"
 
 
+@pytest.mark.parametrize(
+    ("name", "content"), [("deep.json", "[" * 5000), ("deep.yaml", "[" * 5000)], ids=["json", "yaml"]
+)
+def test_a_file_nested_too_deeply_exits_2_with_a_message(db_url: str, tmp_path: Path, name: str, content: str) -> None:
+    f = tmp_path / name
+    f.write_text(content)
+    r = broker(db_url, "place", "-f", str(f), "--format", "json")
+    assert r.returncode == EXIT_INVALID, r.stderr
+    assert "Traceback" not in r.stderr and "nested too deeply" in r.stderr
+    assert json.loads(r.stdout)["status"] == "invalid"
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

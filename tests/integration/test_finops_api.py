@@ -213,6 +213,49 @@ def test_cli_export_focus(
     assert bad.exit_code == 2
 
 
+#: --from/--to values that the API reads in a way datetime.fromisoformat does not, or refuses
+PARSED_AS_THE_API_DOES = [
+    lambda: {"from": (NOW - timedelta(days=5)).date().isoformat(), "to": NOW.date().isoformat()},  # dates
+    lambda: {"from": str(int((NOW - timedelta(days=3)).timestamp())), "to": str(int(NOW.timestamp()))},
+    lambda: {"from": (NOW - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M"), "to": NOW.strftime("%Y-%m-%d %H:%M:%S")},
+    # a bare number is Unix seconds to the API (pydantic), not the date 2024-01-01 (fromisoformat)
+    lambda: {"from": "20240101", "to": "1970-09-01"},
+]
+PARSED_IDS = ["dates", "unix-seconds", "naive-times", "compact-digits"]
+
+
+@pytest.mark.parametrize("window", PARSED_AS_THE_API_DOES, ids=PARSED_IDS)
+def test_cli_export_focus_from_to_writes_what_get_export_focus_answers(
+    client: TestClient, ledger: dict[str, Any], module_db_url: str, monkeypatch: pytest.MonkeyPatch, window: Any
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
+    w = window()
+    r = CliRunner().invoke(cli, ["export", "focus", "--from", w["from"], "--to", w["to"]])
+    assert r.exit_code == 0, r.output
+    api = client.get("/v1/export/focus", params=w)
+    assert api.status_code == 200, api.text
+    assert r.stdout_bytes == api.content
+
+
+@pytest.mark.parametrize("value", ["2024-01-01T00", "2024-1-1", "now", "2024-01-01T24:00"])
+@pytest.mark.parametrize("option", ["--from", "--to"])
+@pytest.mark.parametrize("command", [["export", "focus"], ["finops", "savings"]], ids=["export", "savings"])
+def test_cli_refuses_a_time_the_api_refuses(
+    client: TestClient,
+    module_db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    option: str,
+    value: str,
+) -> None:
+    monkeypatch.setenv("BROKER_DATABASE_URL", module_db_url)
+    api = client.get("/v1/savings", params={option.removeprefix("--"): value})
+    assert api.status_code == 422 and api.json()["errors"][0]["loc"] == ["query", option.removeprefix("--")]
+    r = CliRunner().invoke(cli, [*command, option, value])
+    assert r.exit_code == 2, r.output
+    assert f"'{option}'" in r.stderr and r.stdout == ""
+
+
 def test_cli_savings_names_both_baselines(
     ledger: dict[str, Any], module_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,10 +271,9 @@ def test_cli_savings_names_both_baselines(
     "window",
     [
         lambda: _window(7),  # date-times with their offset
-        lambda: {"from": (NOW - timedelta(days=5)).date().isoformat(), "to": NOW.date().isoformat()},  # dates
-        lambda: {"from": str(int((NOW - timedelta(days=3)).timestamp())), "to": str(int(NOW.timestamp()))},
+        *PARSED_AS_THE_API_DOES,
     ],
-    ids=["datetimes", "dates", "unix-seconds"],
+    ids=["datetimes", *PARSED_IDS],
 )
 def test_cli_savings_from_to_prints_what_get_savings_answers(
     client: TestClient,

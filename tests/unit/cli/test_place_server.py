@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from broker.cli.exit_codes import EXIT_INVALID, EXIT_OK, EXIT_UNREACHABLE
+from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK, EXIT_UNREACHABLE
 from broker.cli.main import app
 
 RESULT = {"id": "pl_1", "status": "optimal", "cost_per_hour": 1.25, "nodes": [], "assignments": []}
@@ -167,3 +167,50 @@ def test_a_job_that_succeeds_without_a_placement_is_not_a_broker(
     r = runner.invoke(app, ["place", "-f", str(request_file), "--server", s.url, "--format", "json"])
     assert r.exit_code == EXIT_UNREACHABLE, r.output
     assert "not a placement-broker answer" in r.stderr and r.stdout == ""
+
+
+NGINX_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n"
+    b"<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (502, "text/html", NGINX_502),
+        (504, "text/html; charset=utf-8", b"<h1>504 Gateway Time-out</h1>"),
+        json_answer(503, {"message": "no healthy upstream"}),  # a cloud gateway's own JSON
+        (500, "text/plain", b"upstream crashed"),
+    ],
+    ids=["nginx-502", "html-504", "gateway-json-503", "plain-500"],
+)
+@pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
+def test_a_proxy_s_5xx_page_is_one_line_naming_the_status_and_exit_5(
+    stub: Callable[[Answer], Stub], request_file: Path, answer: tuple[int, str, bytes], fmt: str
+) -> None:
+    s = stub(lambda method, path: answer)
+    r = runner.invoke(app, ["place", "-f", str(request_file), "--server", s.url, "--format", fmt])
+    assert r.exit_code == EXIT_UNREACHABLE, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)  # no traceback
+    assert r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"{s.url}/v1/placements: not a placement-broker answer")
+    assert f"HTTP {answer[0]})" in r.stderr
+    assert not any(page in r.stderr for page in ("<", "nginx", "healthy upstream", "crashed"))  # nothing of the page
+
+
+def test_a_broker_s_own_server_error_is_exit_1_with_its_detail(
+    stub: Callable[[Answer], Stub], request_file: Path
+) -> None:
+    problem = {
+        "type": "https://placement-broker.dev/problems/internal",
+        "title": "Internal error",
+        "status": 500,
+        "detail": "an unexpected error occurred; it has been logged",
+        "instance": "/v1/placements",
+    }
+    s = stub(lambda method, path: (500, "application/problem+json", json.dumps(problem).encode()))
+    r = runner.invoke(app, ["place", "-f", str(request_file), "--server", s.url, "--format", "json"])
+    assert r.exit_code == EXIT_FAILED, r.output
+    assert "server error 500" in r.stderr and "it has been logged" in r.stderr
+    assert r.stdout == ""
