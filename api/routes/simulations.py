@@ -14,6 +14,7 @@ from api.routes.admin import get_jobs
 from broker.app import Broker
 from broker.jobs.queue import JobQueue
 from broker.jobs.simulations import DEFAULT_POLICIES, SimulationService
+from broker.simulate.fleet import Days
 
 router = APIRouter(prefix="/v1", tags=["simulations"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
@@ -24,7 +25,7 @@ class SimulationIn(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
     fleet: dict[str, Any] = Field(description="a fleet document (docs/simulate.md); `traces` is not accepted here")
     policies: list[str] = Field(default_factory=lambda: list(DEFAULT_POLICIES), min_length=1, max_length=20)
-    days: float | None = Field(None, gt=0, le=366, description="default: the fleet's `days`")
+    days: Days | None = Field(None, description="default: the fleet's `days`; one 5-minute step at least")
     seed: int | None = Field(None, description="default: the fleet's `seed`")
 
 
@@ -40,7 +41,12 @@ class SimulationOut(BaseModel):
     policies: list[str]
     days: float | None
     seed: int | None
-    error: dict[str, Any] | None = None
+    error: dict[str, Any] | None = Field(None, description="once failed: a problem document (RFC 9457)")
+    warnings: list[str] | None = Field(
+        None,
+        description="once succeeded: what makes the figures doubtful (a broker solve that ran into its "
+        "time_limit_s: figures that depend on the machine's speed); null for runs stored before warnings were kept",
+    )
     job_id: str | None = Field(None, description="the job that runs it (answer to POST only)")
     summary: list[dict[str, Any]] | None = Field(
         None, description="one row per policy once succeeded: spend, utilisation, starved, unavailable, ..."

@@ -19,13 +19,13 @@ from sqlalchemy import func, select, update
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound
-from broker.jobs.store import JobStore, new_job_id
+from broker.jobs.store import SUBMITTED_AT, JobStore, new_job_id
+from broker.problems import error_problem, internal_problem
 from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
-from broker.simulate.market import build_market
 from broker.simulate.metrics import events_frame, series_frame, summary_frame
-from broker.simulate.run import check_policies, run_simulation
-from broker.simulate.usage import build_usage
+from broker.simulate.policies import POLICIES
+from broker.simulate.run import check_policies, invalid_summary, prepare, run_simulation
 from broker.solver_runtime import solver_options
 from pricing.traces import read_usage_traces
 
@@ -66,6 +66,7 @@ def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
         "days": row.request.get("days"),
         "seed": row.request.get("seed"),
         "error": row.error,
+        "warnings": row.warnings,  # small, and a reason to doubt a run: listed too
     }
     if results:
         out.update(summary=row.summary, series=row.series, events=row.events)
@@ -79,20 +80,37 @@ class SimulationService:
     # ---- asking ------------------------------------------------------------------
 
     def validate(self, fleet_doc: Any, *, policies: list[str], days: float | None, seed: int | None) -> FleetIn:
-        """Everything a run would refuse, refused now; error locations as in the request body."""
+        """Everything a run would refuse, refused now, every offending field in one InvalidRequest;
+        error locations as in the request body."""
+        errors: list[dict[str, Any]] = []
         try:
-            check_policies(policies)
+            names = check_policies(policies)
         except InvalidRequest as exc:
-            raise _within(exc, ["body"]) from exc
+            errors += _within(exc, ["body"]).errors
+            names = [n for n in dict.fromkeys(policies) if n in POLICIES]
+        fleet = None
         try:
             fleet = parse_fleet(fleet_doc)
             if fleet.traces is not None:
                 msg = "trace files are read by the CLI only; the API replays the bundled traces or inline usage"
                 raise InvalidRequest(msg, errors=[{"loc": ["traces"], "msg": msg}])
-            build_usage(fleet, read_usage_traces(), days=fleet.days if days is None else days)
-            build_market(fleet, parts_of(self.broker.catalog()), self.broker.settings.node_overhead())
         except InvalidRequest as exc:
-            raise _within(exc, ["body", "fleet"], days_given=days is not None) from exc
+            errors += _within(exc, ["body", "fleet"]).errors
+            fleet = None
+        try:
+            if fleet is not None:
+                prepare(
+                    fleet,
+                    parts_of(self.broker.catalog()),
+                    read_usage_traces(),
+                    policies=names,
+                    days=fleet.days if days is None else days,
+                    overhead=self.broker.settings.node_overhead(),
+                )
+        except InvalidRequest as exc:
+            errors += _within(exc, ["body", "fleet"], days_given=days is not None).errors
+        if errors or fleet is None:
+            raise InvalidRequest(invalid_summary(errors), errors=errors)
         return fleet if seed is None else fleet.model_copy(update={"seed": seed})
 
     def create(
@@ -187,17 +205,18 @@ class SimulationService:
         except Cancelled:
             self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})
             return "cancelled"
-        except BrokerError as exc:
-            self._end(sid, "failed", error={"type": type(exc).__name__, "title": exc.title, "detail": exc.detail})
+        except BrokerError as exc:  # the document POST would have answered with (as a failed job's error)
+            self._end(sid, "failed", error=error_problem(exc, instance=SUBMITTED_AT[KIND_SIMULATION]))
             return "failed"
-        except Exception as exc:  # a run must end with a status, whatever broke
+        except Exception:  # a run must end with a status, whatever broke
             log.exception("simulation %s crashed", sid)
-            self._end(sid, "failed", error={"type": "internal", "detail": type(exc).__name__})
+            self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT[KIND_SIMULATION]))
             return "failed"
         results = {
             "summary": summary_frame(sim.runs).to_dict("records"),
             "series": _series(sim.runs),
             "events": events_frame(sim.runs).to_dict("records"),
+            "warnings": sim.warnings,
         }
         return self._end(sid, "succeeded", results=results)
 
@@ -238,6 +257,7 @@ class SimulationService:
                 row.summary = results["summary"]
                 row.series = results["series"]
                 row.events = results["events"]
+                row.warnings = results["warnings"]
         return status
 
 
