@@ -8,9 +8,11 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import get_broker, get_tenant
+from api.deps import get_broker, get_principal, get_tenant
 from api.paging import Offset
 from api.routes.admin import get_jobs
+from api.routes.finops import scope
+from broker.access.keys import Principal
 from broker.app import Broker
 from broker.jobs.queue import JobQueue
 from broker.jobs.simulations import DEFAULT_POLICIES, SimulationService
@@ -31,6 +33,7 @@ class SimulationIn(BaseModel):
 
 class SimulationOut(BaseModel):
     id: str
+    tenant: str = Field(description="the tenant that asked for it (its key's; `default` with authentication off)")
     name: str
     status: Status
     progress: float = Field(description="share of every policy's steps replayed, 0 to 1")
@@ -60,6 +63,12 @@ class SimulationPage(BaseModel):
     total: int
     limit: int
     offset: int
+    tenants: list[str] = Field(description="the tenants with simulations the caller may see (its own with a key)")
+
+
+# Which tenant's runs a caller reads: as /v1/dashboard, with authentication off (no key: the local
+# single user) any tenant's, all of them unless `?tenant=` says one; with a key its own tenant's only.
+TenantQuery = Annotated[str | None, Query(description="only this tenant's simulations")]
 
 
 @router.post(
@@ -83,26 +92,34 @@ def create_simulation(
     return JSONResponse(doc, status_code=202, headers={"Location": f"/v1/simulations/{sim['id']}"})
 
 
-@router.get("/simulations", response_model=SimulationPage)
+@router.get("/simulations", response_model=SimulationPage, responses={404: _PROBLEM})
 def list_simulations(
-    tenant: Annotated[str, Depends(get_tenant)],
+    caller: Annotated[Principal, Depends(get_principal)],
     broker: Annotated[Broker, Depends(get_broker)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Offset = 0,
+    tenant: TenantQuery = None,
 ) -> SimulationPage:
-    items, total = SimulationService(broker).list(tenant=tenant, limit=limit, offset=offset)
-    return SimulationPage(items=[SimulationOut(**i) for i in items], total=total, limit=limit, offset=offset)
+    service = SimulationService(broker)
+    items, total = service.list(tenant=scope(caller, tenant), limit=limit, offset=offset)
+    return SimulationPage(
+        items=[SimulationOut(**i) for i in items],
+        total=total,
+        limit=limit,
+        offset=offset,
+        tenants=service.tenants(tenant=scope(caller, None)),
+    )
 
 
 @router.get("/simulations/{sim_id}", response_model=SimulationOut, responses={404: _PROBLEM})
 def get_simulation(
-    sim_id: str, tenant: Annotated[str, Depends(get_tenant)], broker: Annotated[Broker, Depends(get_broker)]
+    sim_id: str, caller: Annotated[Principal, Depends(get_principal)], broker: Annotated[Broker, Depends(get_broker)]
 ) -> dict[str, Any]:
-    return SimulationService(broker).get(sim_id, tenant=tenant)
+    return SimulationService(broker).get(sim_id, tenant=scope(caller, None))
 
 
 @router.post("/simulations/{sim_id}/cancel", response_model=SimulationOut, responses={404: _PROBLEM, 409: _PROBLEM})
 def cancel_simulation(
-    sim_id: str, tenant: Annotated[str, Depends(get_tenant)], broker: Annotated[Broker, Depends(get_broker)]
+    sim_id: str, caller: Annotated[Principal, Depends(get_principal)], broker: Annotated[Broker, Depends(get_broker)]
 ) -> dict[str, Any]:
-    return SimulationService(broker).cancel(sim_id, tenant=tenant)
+    return SimulationService(broker).cancel(sim_id, tenant=scope(caller, None))

@@ -42,16 +42,18 @@
     if (p.tenant) q.set("tenant", p.tenant);
     document.body.dataset.state = "loading";
     try {
-      const [resp, land] = await Promise.all([
-        fetch("/v1/dashboard?" + q.toString()),
+      // with a key when the server asks for one (api.js); the map is a public asset
+      const [data, land] = await Promise.all([
+        brokerApi.getJson("/v1/dashboard?" + q.toString(), "the savings dashboard's data"),
         state.land ? Promise.resolve(state.land) : fetch("/dashboard/static/vendor/land-110m.json").then((r) => r.json()),
       ]);
-      if (!resp.ok) throw new Error("dashboard data: HTTP " + resp.status);
-      state.data = await resp.json();
+      state.data = data;
       state.land = land;
+      brokerApi.hideKeyForm();
       render(state.data, p);
       document.body.dataset.state = "ready";
     } catch (err) {
+      if (brokerApi.askForKey(err)) return;
       document.body.dataset.state = "error";
       $("#kpi-window").textContent = String(err.message || err);
     }
@@ -306,5 +308,6 @@
     if (!custom) navigate();
   });
   window.addEventListener("popstate", load);
+  brokerApi.onKey(load);
   load();
 })();

@@ -9,6 +9,7 @@ each progress write, and stores its results in the one transaction that marks it
 
 from __future__ import annotations
 
+import builtins
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,7 @@ class Cancelled(Exception):
 def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": row.id,
+        "tenant": row.tenant,
         "name": row.name,
         "status": row.status,
         "progress": round(row.progress, 4),
@@ -144,27 +146,39 @@ class SimulationService:
         job = JobStore(self.broker.sessions).create(tenant=tenant, request={"simulation_id": sid}, kind=KIND_SIMULATION)
         return out, str(job["id"])
 
-    def get(self, sid: str, *, tenant: str) -> dict[str, Any]:
+    # `tenant` None: every tenant's runs (the local user with authentication off, as /v1/dashboard)
+
+    def get(self, sid: str, *, tenant: str | None) -> dict[str, Any]:
         with self.broker.sessions() as s:
             row = s.get(SimulationRow, sid)
-            if row is None or row.tenant != tenant:
+            if row is None or tenant not in (None, row.tenant):
                 raise NotFound(f"simulation {sid!r} does not exist")
             return describe(row)
 
-    def list(self, *, tenant: str, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def list(self, *, tenant: str | None, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         with self.broker.sessions() as s:
-            q = select(SimulationRow).where(SimulationRow.tenant == tenant)
+            q = select(SimulationRow)
+            if tenant is not None:
+                q = q.where(SimulationRow.tenant == tenant)
             total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
             rows = s.scalars(
                 q.order_by(SimulationRow.created_at.desc(), SimulationRow.id.desc()).limit(limit).offset(offset)
             )
             return [describe(r, results=False) for r in rows], int(total)
 
-    def cancel(self, sid: str, *, tenant: str) -> dict[str, Any]:
+    def tenants(self, *, tenant: str | None) -> builtins.list[str]:
+        """The tenants that have simulations, of those `tenant` may see."""
+        with self.broker.sessions() as s:
+            q = select(SimulationRow.tenant).distinct().order_by(SimulationRow.tenant)
+            if tenant is not None:
+                q = q.where(SimulationRow.tenant == tenant)
+            return list(s.scalars(q))
+
+    def cancel(self, sid: str, *, tenant: str | None) -> dict[str, Any]:
         """A queued run is cancelled at once; a running one at its next progress write."""
         with transaction(self.broker.sessions) as s:
             row = s.get(SimulationRow, sid)
-            if row is None or row.tenant != tenant:
+            if row is None or tenant not in (None, row.tenant):
                 raise NotFound(f"simulation {sid!r} does not exist")
             if row.status in ("succeeded", "failed", "cancelled"):
                 raise Conflict(f"simulation {sid!r} has already {row.status}")

@@ -11,6 +11,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from broker.errors import InvalidRequest
+from broker.jobs.simulations import SimulationService
 from broker.simulate.policies import POLICIES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -256,3 +257,18 @@ def test_a_sweep_queues_one_job_per_scenario_and_seed(client: TestClient) -> Non
     assert sorted({(name, seed) for name, seed, _ in rows}) == [("base", 1), ("base", 2), ("home", 1), ("home", 2)]
     assert len(rows) == 8
     assert client.get("/v1/jobs").json()["total"] >= 4
+
+
+def test_without_a_key_every_tenants_runs_are_read_as_on_the_dashboard(client: TestClient) -> None:
+    """Authentication off: the local user sees every tenant's runs (as /v1/dashboard), `?tenant=` picks one."""
+    service = SimulationService(client.app.state.broker)  # type: ignore[attr-defined]
+    theirs, _ = service.create(small_fleet(), tenant="acme", policies=["kube-default"], days=0.05)
+    mine = client.post("/v1/simulations", json={"fleet": small_fleet(), "days": 0.05, "policies": ["kube-default"]})
+    assert mine.json()["tenant"] == "default"
+    listed = client.get("/v1/simulations").json()
+    assert [(x["id"], x["tenant"]) for x in listed["items"]] == [(mine.json()["id"], "default"), (theirs["id"], "acme")]
+    assert listed["tenants"] == ["acme", "default"] and listed["total"] == 2
+    only = client.get("/v1/simulations", params={"tenant": "acme"}).json()
+    assert [x["id"] for x in only["items"]] == [theirs["id"]] and only["tenants"] == ["acme", "default"]
+    assert client.get(f"/v1/simulations/{theirs['id']}").json()["tenant"] == "acme"
+    assert client.post(f"/v1/simulations/{theirs['id']}/cancel").json()["status"] == "cancelled"
