@@ -1,15 +1,15 @@
 """stored simulations keep their warnings (a broker solve that ran into time_limit_s)
 
-Revision ID: 0023
-Revises: 0022
+Revision ID: 0026
+Revises: 0025
 Create Date: 2026-12-06
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0026"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 
