@@ -46,16 +46,6 @@
   }
 
   // a problem+json answer as one line: its detail and each field it names
-  async function problemText(resp) {
-    try {
-      const doc = await resp.json();
-      const fields = (doc.errors || []).map((e) => `${(e.loc || []).slice(1).join(".")}: ${e.msg}`);
-      return [doc.detail || `HTTP ${resp.status}`, ...fields].join("; ");
-    } catch (_) {
-      return "dashboard data: HTTP " + resp.status;
-    }
-  }
-
   function showError(message) {
     document.body.dataset.state = "error";
     $("#kpi-window").textContent = message;
@@ -92,19 +82,18 @@
     if (p.tenant) q.set("tenant", p.tenant);
     document.body.dataset.state = "loading";
     try {
-      const [resp, land] = await Promise.all([
-        fetch("/v1/dashboard?" + q.toString()),
+      // with a key when the server asks for one (api.js); the map is a public asset
+      const [data, land] = await Promise.all([
+        brokerApi.getJson("/v1/dashboard?" + q.toString(), "the savings dashboard's data"),
         state.land ? Promise.resolve(state.land) : fetch("/dashboard/static/vendor/land-110m.json").then((r) => r.json()),
       ]);
-      if (!resp.ok) {
-        showError(await problemText(resp));
-        return;
-      }
-      state.data = await resp.json();
+      state.data = data;
       state.land = land;
+      brokerApi.hideKeyForm();
       render(state.data, p);
       document.body.dataset.state = "ready";
     } catch (err) {
+      if (brokerApi.askForKey(err)) return;
       showError(String(err.message || err));
     }
   }
@@ -358,5 +347,6 @@
     if (!custom) navigate();
   });
   window.addEventListener("popstate", load);
+  brokerApi.onKey(load);
   load();
 })();

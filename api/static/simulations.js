@@ -98,38 +98,76 @@
     $("#ch-mem-missing").hidden = Object.values(sim.series).every((s) => s.memory_utilisation);
   }
 
+  function params() {
+    const q = new URLSearchParams(location.search);
+    return { tenant: q.get("tenant") || "", id: q.get("id") || "" };
+  }
+
+  function warnings(sim) {
+    const el = $("#sim-warnings");
+    const list = sim.warnings || [];
+    el.hidden = list.length === 0;
+    el.innerHTML = list.length ? "<strong>These figures may not repeat:</strong><ul>" +
+      list.map((w) => `<li>${esc(w)}</li>`).join("") + "</ul>" : "";
+  }
+
+  // tenants as on the savings dashboard: without a key (authentication off) every tenant's runs,
+  // ?tenant= picks one; with a key the server answers with its own tenant's only
   async function load() {
+    const p = params();
     document.body.dataset.state = "loading";
     try {
-      const listed = await fetch("/v1/simulations?limit=100").then((r) => r.json());
+      const q = new URLSearchParams({ limit: "500" });
+      if (p.tenant) q.set("tenant", p.tenant);
+      const listed = await brokerApi.getJson("/v1/simulations?" + q.toString(), "the simulations");
+      brokerApi.hideKeyForm();
+      const tenants = listed.tenants || [];
+      const tenantSel = $("#f-tenant");
+      tenantSel.innerHTML = '<option value="">All tenants</option>' +
+        tenants.map((t) => `<option value="${esc(t)}">${esc(t)}</option>`).join("");
+      tenantSel.value = p.tenant;
+      const many = tenants.length > 1 && !p.tenant;
       state.list = listed.items.filter((s) => s.status === "succeeded");
       const select = $("#f-sim");
       select.innerHTML = state.list
-        .map((s) => `<option value="${esc(s.id)}">${esc(s.name)} · ${esc(s.created_at.slice(0, 16).replace("T", " "))}</option>`)
+        .map((s) => `<option value="${esc(s.id)}">${esc(s.name)}${many ? " · " + esc(s.tenant) : ""} · ` +
+          `${esc(s.created_at.slice(0, 16).replace("T", " "))}${s.warnings && s.warnings.length ? " ⚠" : ""}</option>`)
         .join("");
-      const wanted = new URLSearchParams(location.search).get("id") || (state.list[0] && state.list[0].id);
+      const wanted = p.id || (state.list[0] && state.list[0].id);
+      $("#sim-empty-tenant").textContent = p.tenant ? ` for tenant ${p.tenant}` : "";
       $("#sim-empty").hidden = Boolean(wanted);
       $("#sim-body").hidden = !wanted;
       if (wanted) {
         select.value = wanted;
-        const resp = await fetch("/v1/simulations/" + encodeURIComponent(wanted));
-        if (!resp.ok) throw new Error("simulation: HTTP " + resp.status);
-        state.sim = await resp.json();
+        state.sim = await brokerApi.getJson("/v1/simulations/" + encodeURIComponent(wanted), "this simulation");
+        warnings(state.sim);
         render(state.sim);
+      } else {
+        $("#sim-warnings").hidden = true;
       }
       document.body.dataset.state = "ready";
     } catch (err) {
+      if (brokerApi.askForKey(err)) return;
       document.body.dataset.state = "error";
+      $("#sim-empty").hidden = true;
+      $("#sim-body").hidden = false;
       $("#sim-title").textContent = String(err.message || err);
     }
   }
 
-  $("#f-sim").addEventListener("change", (ev) => {
+  function navigate(changes) {
     const q = new URLSearchParams(location.search);
-    q.set("id", ev.target.value);
+    for (const [k, v] of Object.entries(changes)) {
+      if (v) q.set(k, v);
+      else q.delete(k);
+    }
     history.pushState(null, "", "?" + q.toString());
     load();
-  });
+  }
+
+  $("#f-sim").addEventListener("change", (ev) => navigate({ id: ev.target.value }));
+  $("#f-tenant").addEventListener("change", (ev) => navigate({ tenant: ev.target.value, id: "" }));
   window.addEventListener("popstate", load);
+  brokerApi.onKey(load);
   load();
 })();

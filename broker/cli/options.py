@@ -15,16 +15,17 @@ from typing import Annotated
 import typer
 
 
-def at_least(minimum: float = 0.0) -> Callable[[float | None], float | None]:
+def at_least(minimum: float = 0.0, meaning: str = "") -> Callable[[float | None], float | None]:
     """An option callback refusing NaN, infinities and values below `minimum` (click's usage error:
-    exit 2, EXIT_INVALID, with the option's name)."""
+    exit 2, EXIT_INVALID, with the option's name). `meaning`: what the minimum is, said with it."""
 
     def check(value: float | None) -> float | None:
         if value is None:
             return None
         if not math.isfinite(value) or value < minimum:
             # click names the option in the message (it adds the parameter to a callback's error)
-            raise typer.BadParameter(f"must be a finite number ≥ {minimum:g}, not {value:g}")
+            said = f" ({meaning})" if meaning else ""
+            raise typer.BadParameter(f"must be a finite number ≥ {minimum:g}{said}, not {value:g}")
         return value
 
     return check

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -16,6 +17,9 @@ from broker.cli.options import at_least
 from broker.errors import BrokerError, InvalidRequest
 
 DEFAULT_POLICIES = "kube-default,cheapest-fit,karpenter-like,broker"
+# broker.simulate.fleet.MIN_DAYS (a run replays one 5-minute step at least); not imported here,
+# as the command loads the simulator only when it runs
+ONE_STEP_DAYS = 300 / 86_400
 SHOWN = (
     ("spend_usd", "spend $"),
     ("spend_per_hour_usd", "$/h"),
@@ -54,7 +58,11 @@ def register(app: typer.Typer) -> None:
     def simulate(
         fleet: Annotated[Path, typer.Argument(help="fleet file (YAML or JSON), see docs/simulate.md")],
         days: Annotated[
-            float | None, typer.Option(callback=at_least(0), help="days to simulate (default: the fleet's `days`)")
+            float | None,
+            typer.Option(
+                callback=at_least(ONE_STEP_DAYS, "one 5-minute step"),
+                help="days to simulate, one 5-minute step (0.0035) at least (default: the fleet's `days`)",
+            ),
         ] = None,
         policies: Annotated[str, typer.Option(help="comma-separated policies to compare")] = DEFAULT_POLICIES,
         seed: Annotated[int | None, typer.Option(help="random seed (default: the fleet's `seed`)")] = None,
@@ -117,6 +125,8 @@ def register(app: typer.Typer) -> None:
         frame = summary_frame(sim.runs)
         title = f"{sim.fleet.name}: {sim.days:g} days, seed {sim.fleet.seed}"
         Console().print(summary_table(frame.to_dict("records"), title))
+        for warning in sim.warnings:  # figures to doubt: said after them, where they are read
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
         if out is not None:
             from broker.simulate.output import write_results
 

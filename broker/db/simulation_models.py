@@ -1,6 +1,6 @@
 """Fleet simulations (`POST /v1/simulations`): the request, progress, and the results once done.
 
-Results (`summary`, `series`, `events`) are written in the one transaction that marks the run
+Results (`summary`, `series`, `events`, `warnings`) are written in the one transaction that marks the run
 succeeded; a failed or cancelled run keeps none, so nothing half-stored is ever read.
 """
 
@@ -30,6 +30,8 @@ class SimulationRow(Base):
     series: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     events: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # what makes a succeeded run's figures doubtful (migration 0023; None: stored before it)
+    warnings: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)

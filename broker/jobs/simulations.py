@@ -9,6 +9,7 @@ each progress write, and stores its results in the one transaction that marks it
 
 from __future__ import annotations
 
+import builtins
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -20,13 +21,13 @@ from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound, QueueUnavailable
 from broker.jobs.queue import JobQueue, submit
-from broker.jobs.store import JobStore, new_job_id
+from broker.jobs.store import SUBMITTED_AT, JobStore, new_job_id
+from broker.problems import error_problem, internal_problem
 from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
-from broker.simulate.market import build_market
 from broker.simulate.metrics import events_frame, series_frame, summary_frame
-from broker.simulate.run import check_policies, run_simulation
-from broker.simulate.usage import build_usage
+from broker.simulate.policies import POLICIES
+from broker.simulate.run import check_policies, invalid_summary, prepare, run_simulation
 from broker.solver_runtime import solver_options
 from pricing.traces import read_usage_traces
 
@@ -56,6 +57,7 @@ class Cancelled(Exception):
 def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": row.id,
+        "tenant": row.tenant,
         "name": row.name,
         "status": row.status,
         "progress": round(row.progress, 4),
@@ -69,6 +71,7 @@ def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
         "error": row.error,
         # a cancel asked for and not yet taken: the run stops at its next progress write
         "cancel_requested": bool(row.cancel_requested) and row.status in ("queued", "running"),
+        "warnings": row.warnings,  # small, and a reason to doubt a run: listed too
     }
     if results:
         out.update(summary=row.summary, series=row.series, events=row.events)
@@ -82,20 +85,37 @@ class SimulationService:
     # ---- asking ------------------------------------------------------------------
 
     def validate(self, fleet_doc: Any, *, policies: list[str], days: float | None, seed: int | None) -> FleetIn:
-        """Everything a run would refuse, refused now; error locations as in the request body."""
+        """Everything a run would refuse, refused now, every offending field in one InvalidRequest;
+        error locations as in the request body."""
+        errors: list[dict[str, Any]] = []
         try:
-            check_policies(policies)
+            names = check_policies(policies)
         except InvalidRequest as exc:
-            raise _within(exc, ["body"]) from exc
+            errors += _within(exc, ["body"]).errors
+            names = [n for n in dict.fromkeys(policies) if n in POLICIES]
+        fleet = None
         try:
             fleet = parse_fleet(fleet_doc)
             if fleet.traces is not None:
                 msg = "trace files are read by the CLI only; the API replays the bundled traces or inline usage"
                 raise InvalidRequest(msg, errors=[{"loc": ["traces"], "msg": msg}])
-            build_usage(fleet, read_usage_traces(), days=fleet.days if days is None else days)
-            build_market(fleet, parts_of(self.broker.catalog()), self.broker.settings.node_overhead())
         except InvalidRequest as exc:
-            raise _within(exc, ["body", "fleet"], days_given=days is not None) from exc
+            errors += _within(exc, ["body", "fleet"]).errors
+            fleet = None
+        try:
+            if fleet is not None:
+                prepare(
+                    fleet,
+                    parts_of(self.broker.catalog()),
+                    read_usage_traces(),
+                    policies=names,
+                    days=fleet.days if days is None else days,
+                    overhead=self.broker.settings.node_overhead(),
+                )
+        except InvalidRequest as exc:
+            errors += _within(exc, ["body", "fleet"], days_given=days is not None).errors
+        if errors or fleet is None:
+            raise InvalidRequest(invalid_summary(errors), errors=errors)
         return fleet if seed is None else fleet.model_copy(update={"seed": seed})
 
     def create(
@@ -139,27 +159,39 @@ class SimulationService:
                 s.execute(delete(SimulationRow).where(SimulationRow.id == sid, SimulationRow.status == "queued"))
             raise
 
-    def get(self, sid: str, *, tenant: str) -> dict[str, Any]:
+    # `tenant` None: every tenant's runs (the local user with authentication off, as /v1/dashboard)
+
+    def get(self, sid: str, *, tenant: str | None) -> dict[str, Any]:
         with self.broker.sessions() as s:
             row = s.get(SimulationRow, sid)
-            if row is None or row.tenant != tenant:
+            if row is None or tenant not in (None, row.tenant):
                 raise NotFound(f"simulation {sid!r} does not exist")
             return describe(row)
 
-    def list(self, *, tenant: str, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    def list(self, *, tenant: str | None, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         with self.broker.sessions() as s:
-            q = select(SimulationRow).where(SimulationRow.tenant == tenant)
+            q = select(SimulationRow)
+            if tenant is not None:
+                q = q.where(SimulationRow.tenant == tenant)
             total = s.scalar(select(func.count()).select_from(q.subquery())) or 0
             rows = s.scalars(
                 q.order_by(SimulationRow.created_at.desc(), SimulationRow.id.desc()).limit(limit).offset(offset)
             )
             return [describe(r, results=False) for r in rows], int(total)
 
-    def cancel(self, sid: str, *, tenant: str) -> dict[str, Any]:
+    def tenants(self, *, tenant: str | None) -> builtins.list[str]:
+        """The tenants that have simulations, of those `tenant` may see."""
+        with self.broker.sessions() as s:
+            q = select(SimulationRow.tenant).distinct().order_by(SimulationRow.tenant)
+            if tenant is not None:
+                q = q.where(SimulationRow.tenant == tenant)
+            return list(s.scalars(q))
+
+    def cancel(self, sid: str, *, tenant: str | None) -> dict[str, Any]:
         """A queued run is cancelled at once; a running one at its next progress write."""
         with transaction(self.broker.sessions) as s:
             row = s.get(SimulationRow, sid)
-            if row is None or row.tenant != tenant:
+            if row is None or tenant not in (None, row.tenant):
                 raise NotFound(f"simulation {sid!r} does not exist")
             if row.status in ("succeeded", "failed", "cancelled"):
                 raise Conflict(f"simulation {sid!r} has already {row.status}")
@@ -200,17 +232,18 @@ class SimulationService:
         except Cancelled:
             self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})
             return "cancelled"
-        except BrokerError as exc:
-            self._end(sid, "failed", error={"type": type(exc).__name__, "title": exc.title, "detail": exc.detail})
+        except BrokerError as exc:  # the document POST would have answered with (as a failed job's error)
+            self._end(sid, "failed", error=error_problem(exc, instance=SUBMITTED_AT[KIND_SIMULATION]))
             return "failed"
-        except Exception as exc:  # a run must end with a status, whatever broke
+        except Exception:  # a run must end with a status, whatever broke
             log.exception("simulation %s crashed", sid)
-            self._end(sid, "failed", error={"type": "internal", "detail": type(exc).__name__})
+            self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT[KIND_SIMULATION]))
             return "failed"
         results = {
             "summary": summary_frame(sim.runs).to_dict("records"),
             "series": _series(sim.runs),
             "events": events_frame(sim.runs).to_dict("records"),
+            "warnings": sim.warnings,
         }
         return self._end(sid, "succeeded", results=results)
 
@@ -251,6 +284,7 @@ class SimulationService:
                 row.summary = results["summary"]
                 row.series = results["series"]
                 row.events = results["events"]
+                row.warnings = results["warnings"]
         return status
 
 

@@ -41,6 +41,7 @@ class RunResult:
     migration_cost: float = 0.0
     tenants: list[str] = field(default_factory=list)
     tenant_weights: list[float] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the policy's: what makes its figures doubtful
     wall_s: float = 0.0  # the replay's own time, training the policy included (bench/simulate.py)
     cpu_s: float = 0.0
 
@@ -111,6 +112,7 @@ def simulate(
     out.sched_latency_s = list(c.sched_latency_s)
     out.migrations = c.migrations
     out.migration_cost = c.migrations * fleet.costs.migration_per_replica
+    out.warnings = list(getattr(policy, "warnings", ()))
     out.wall_s, out.cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from broker.core.domain import CapacityType
 from broker.errors import InvalidRequest
@@ -20,7 +20,18 @@ from broker.solver.options import WorkLimits
 
 STEP_S = 300  # the simulation's step: usage traces are 5-minute samples
 STEPS_PER_DAY = 86_400 // STEP_S
+MIN_DAYS = STEP_S / 86_400  # a run replays at least one step
 Pct = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+def at_least_one_step(days: float) -> float:
+    """A simulation's length: one 5-minute step at least (a shorter run replays nothing)."""
+    if not days >= MIN_DAYS:
+        raise ValueError(f"must be at least one 5-minute step ({MIN_DAYS:.5f} days), not {days:g}")
+    return days
+
+
+Days = Annotated[float, Field(le=366, allow_inf_nan=False), AfterValidator(at_least_one_step)]
 
 
 class Strict(BaseModel):
@@ -195,7 +206,7 @@ class CostsIn(Strict):
 class FleetIn(Strict):
     name: Name
     start_day: int = Field(7, ge=0, description="simulated time starts this many days into the usage history")
-    days: float = Field(2.0, gt=0, le=366)
+    days: Days = 2.0
     seed: int = 0
     traces: str | None = Field(None, description="a trace file beside the fleet file (CLI only)")
     sites: list[str] | None = Field(None, min_length=1)  # the sites any policy may use; None: every public site

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
+from broker.access.keys import KeyStore, Role
 from broker.app import Broker
 from broker.core.domain import Baseline
 from broker.db.session import transaction
@@ -313,3 +314,59 @@ def test_dates_without_a_range_are_the_window_drawn(server: str, page: tuple[Pag
     _ready(pg)
     assert not pg.locator("#error-banner").is_visible() and pg.locator("#kpi-cost-h").is_visible()
     assert problems == []
+
+
+@pytest.fixture(scope="module")
+def keyed_servers(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """The demo placements served twice: with authentication off, and with BROKER_AUTH=required
+    (as docker-compose, the image and deploy/kubernetes run it); a viewer key of one tenant."""
+    path = tmp_path_factory.mktemp("dashboard-keyed") / "broker.db"
+    shutil.copy(template_db, path)
+    off = Broker.open(Settings(database_url=f"sqlite:///{path}"))
+    seed_demo(off, days=30, per_service=5)
+    required = Broker.open(Settings(database_url=f"sqlite:///{path}", auth="required"))
+    _, key = KeyStore(required.sessions).create(tenant="acme-retail", role=Role.viewer, name="dashboard")
+    with serving(off) as off_port, serving(required) as port:
+        yield f"http://127.0.0.1:{off_port}", f"http://127.0.0.1:{port}", key
+
+
+def without_refusals(problems: list[str]) -> list[str]:
+    """What the page reported, less Chromium's own line for each 401 it was answered with."""
+    return [p for p in problems if "status of 401" not in p]
+
+
+def test_with_auth_required_the_page_asks_for_a_key_and_then_draws(
+    keyed_servers: tuple[str, str, str], page: tuple[Page, list[str]]
+) -> None:
+    off, url, key = keyed_servers
+    pg, problems = page
+    pg.goto(f"{url}/dashboard?range=30")
+    pg.wait_for_selector("body[data-state=auth]", timeout=20_000)
+    assert pg.locator("#auth-key").is_visible()
+    assert pg.inner_text("#auth-msg").startswith("This server requires an API key to read the savings dashboard's data")
+
+    pg.fill("#auth-key", "pbk_0000000000000000_not-a-key")
+    pg.click("#auth-use")
+    pg.wait_for_selector("body[data-state=auth]", timeout=20_000)
+    assert "The server refused this API key: the API key is unknown, malformed or revoked" in pg.inner_text("#auth-msg")
+
+    pg.fill("#auth-key", key)
+    pg.click("#auth-use")
+    data = _ready(pg)
+    assert key not in pg.url and not pg.locator("#auth").is_visible()
+    assert pg.locator("#auth-forget").is_visible()
+    # the key's tenant, the same figures as with authentication off for that tenant
+    assert data["tenants"] == ["acme-retail"]
+    plain = httpx.get(f"{off}/v1/dashboard", params={"from": data["from"], "to": data["to"], "tenant": "acme-retail"})
+    assert data["totals"] == plain.json()["totals"] and data["totals"]["placements"] > 0
+    assert pg.inner_text("#kpi-count") == str(data["totals"]["placements"])
+
+    # kept for the tab: a reload draws without asking again
+    pg.reload()
+    _ready(pg)
+    assert not pg.locator("#auth").is_visible()
+    # forgetting it asks again
+    pg.click("#auth-forget")
+    pg.wait_for_selector("body[data-state=auth]", timeout=20_000)
+    assert pg.evaluate("sessionStorage.length") == 0
+    assert without_refusals(problems) == []

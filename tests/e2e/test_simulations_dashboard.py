@@ -12,11 +12,14 @@ import pytest
 import yaml
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
+from broker.access.keys import KeyStore, Role
 from broker.app import Broker
+from broker.db.session import transaction
+from broker.db.simulation_models import SimulationRow
 from broker.jobs.simulations import SimulationService
 from broker.settings import Settings
 from tests.e2e.live_server import serving
-from tests.e2e.test_dashboard import ARGS, ARTIFACTS, CHROMIUM
+from tests.e2e.test_dashboard import ARGS, ARTIFACTS, CHROMIUM, without_refusals
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -39,18 +42,47 @@ def _fleet() -> dict[str, Any]:
     return doc
 
 
+WARNING = (
+    "broker policy: a solve at 0 s ran into time_limit_s (60 s) before its work limits; "
+    "this run's figures depend on the machine's speed (raise time_limit_s)"
+)
+
+
 @pytest.fixture(scope="module")
-def server(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def stored(template_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A database with two runs: another tenant's (`acme`, older, one that warns) and the default tenant's."""
     path = tmp_path_factory.mktemp("simulations") / "broker.db"
     shutil.copy(template_db, path)
     broker = Broker.open(Settings(database_url=f"sqlite:///{path}"))
     service = SimulationService(broker)
+    theirs, _job = service.create(_fleet(), tenant="acme", policies=["kube-default"], days=0.1)
+    assert service.run(theirs["id"]) == "succeeded"
+    with transaction(broker.sessions) as s:  # as a run whose broker solve met its time limit stores it
+        row = s.get(SimulationRow, theirs["id"])
+        assert row is not None
+        row.warnings = [WARNING]
     sim, _job = service.create(
         _fleet(), tenant="default", policies=["kube-default", "karpenter-like", "broker"], days=0.5
     )
     assert service.run(sim["id"]) == "succeeded"
+    return path, sim["id"], theirs["id"]
+
+
+@pytest.fixture(scope="module")
+def server(stored: tuple[Path, str, str]) -> Iterator[tuple[str, str]]:
+    path, sid, _ = stored
+    with serving(Broker.open(Settings(database_url=f"sqlite:///{path}"))) as port:
+        yield f"http://127.0.0.1:{port}", sid
+
+
+@pytest.fixture(scope="module")
+def keyed_server(stored: tuple[Path, str, str]) -> Iterator[tuple[str, str, str]]:
+    """The same runs with BROKER_AUTH=required; a viewer key of the default tenant."""
+    path, sid, _ = stored
+    broker = Broker.open(Settings(database_url=f"sqlite:///{path}", auth="required"))
+    _, key = KeyStore(broker.sessions).create(tenant="default", role=Role.viewer, name="dashboard")
     with serving(broker) as port:
-        yield f"http://127.0.0.1:{port}", sim["id"]
+        yield f"http://127.0.0.1:{port}", sid, key
 
 
 @pytest.fixture()
@@ -111,3 +143,62 @@ def test_simulation_page_draws_the_stored_run(server: tuple[str, str], page: tup
     ARTIFACTS.mkdir(exist_ok=True)
     pg.screenshot(path=str(ARTIFACTS / "simulations.png"), full_page=True)
     assert problems == []
+
+
+def _summary_cells(pg: Page) -> list[str]:
+    return pg.locator("#summary tbody tr td:nth-child(2)").all_inner_texts()
+
+
+def test_every_tenants_runs_are_offered_with_authentication_off(
+    stored: tuple[Path, str, str], server: tuple[str, str], page: tuple[Page, list[str]]
+) -> None:
+    """As the savings dashboard: no key, every tenant's runs, a tenant filter; as GET /v1/simulations answers."""
+    _, sid, theirs = stored
+    url, _ = server
+    pg, problems = page
+    pg.goto(f"{url}/dashboard/simulations")
+    pg.wait_for_selector("body[data-state=ready]", timeout=20_000)
+    listed = httpx.get(f"{url}/v1/simulations").json()
+    assert [x["id"] for x in listed["items"]] == [sid, theirs] and listed["tenants"] == ["acme", "default"]
+    assert pg.locator("#f-sim option").evaluate_all("os => os.map(o => o.value)") == [sid, theirs]
+    assert pg.locator("#f-tenant option").evaluate_all("os => os.map(o => o.value)") == ["", "acme", "default"]
+    assert "acme" in pg.locator(f"#f-sim option[value='{theirs}']").inner_text()
+    assert not pg.locator("#sim-warnings").is_visible()
+
+    # another tenant's run only: it is there, not "no finished simulation"
+    pg.select_option("#f-tenant", "acme")
+    pg.wait_for_url("**tenant=acme**")
+    pg.wait_for_selector("body[data-state=ready]", timeout=20_000)
+    assert pg.input_value("#f-sim") == theirs and not pg.locator("#sim-empty").is_visible()
+    stored_doc = httpx.get(f"{url}/v1/simulations/{theirs}").json()
+    assert _summary_cells(pg) == [f"${r['spend_usd']:,.2f}" for r in stored_doc["summary"]]
+    # its warning is shown above its figures
+    banner = pg.locator("#sim-warnings")
+    assert banner.is_visible() and WARNING in banner.inner_text()
+    assert banner.bounding_box()["y"] < pg.locator("#summary").bounding_box()["y"]  # type: ignore[index]
+    assert problems == []
+
+
+def test_with_auth_required_the_page_asks_for_a_key_and_then_draws(
+    keyed_server: tuple[str, str, str], server: tuple[str, str], page: tuple[Page, list[str]]
+) -> None:
+    url, sid, key = keyed_server
+    plain, _ = server
+    pg, problems = page
+    pg.goto(f"{url}/dashboard/simulations")
+    pg.wait_for_selector("body[data-state=auth]", timeout=20_000)
+    assert pg.inner_text("#auth-msg").startswith("This server requires an API key to read the simulations")
+    assert pg.locator("#auth-key").is_visible()
+
+    pg.fill("#auth-key", key)
+    pg.click("#auth-use")
+    pg.wait_for_selector("body[data-state=ready]", timeout=20_000)
+    assert key not in pg.url
+    # the key's tenant only, the figures drawn with authentication off
+    assert pg.locator("#f-tenant option").evaluate_all("os => os.map(o => o.value)") == ["", "default"]
+    assert pg.input_value("#f-sim") == sid
+    doc = httpx.get(f"{plain}/v1/simulations/{sid}").json()
+    assert _summary_cells(pg) == [f"${r['spend_usd']:,.2f}" for r in doc["summary"]]
+    ys = pg.evaluate("window.__simulations.charts['ch-spend'].data.datasets[0].data.map(p => p.y)")
+    assert ys == pytest.approx(doc["series"]["kube-default"]["spend_per_hour"])
+    assert without_refusals(problems) == []

@@ -93,3 +93,36 @@ def test_the_shipped_fleet_runs(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     summary = pd.read_csv(tmp_path / "summary.csv").set_index("policy")
     assert summary.loc["broker", "spend_usd"] < summary.loc["kube-default", "spend_usd"]
+
+
+def test_less_than_one_step_exits_2_saying_so(small_fleet: Path, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["simulate", str(small_fleet), "--days", "0.001"])
+    assert r.exit_code == EXIT_INVALID, r.output
+    said = " ".join(r.stderr.replace("│", " ").split())  # click's box wraps the message
+    assert "'--days': must be a finite number ≥ 0.00347222 (one 5-minute step), not 0.001" in said
+    doc = yaml.safe_load(small_fleet.read_text())
+    doc["days"] = 0.001
+    r = runner.invoke(app, ["simulate", str(_write(tmp_path, doc))])
+    assert r.exit_code == EXIT_INVALID, r.output
+    assert "days: Value error, must be at least one 5-minute step (0.00347 days), not 0.001" in " ".join(
+        r.stderr.split()
+    )
+
+
+def test_every_offending_field_is_named_at_once(small_fleet: Path, tmp_path: Path) -> None:
+    doc = yaml.safe_load(small_fleet.read_text())
+    doc["policies"]["kube-default"]["instance_type"] = "t3.nano"
+    doc["workloads"][1]["usage"]["series"] = "az0000"
+    r = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--policies", "kube-default,nope"])
+    assert r.exit_code == EXIT_INVALID, r.output
+    said = " ".join(r.stderr.split())
+    for field in ("unknown policy 'nope'", "workloads.1.usage.series", "policies.kube-default.instance_type"):
+        assert field in said, field
+
+
+def test_a_run_whose_broker_solves_ran_out_of_time_prints_a_warning(small_fleet: Path, tmp_path: Path) -> None:
+    doc = yaml.safe_load(small_fleet.read_text())
+    doc["policies"]["broker"]["time_limit_s"] = 0.001
+    r = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--days", "0.05", "--policies", "broker"])
+    assert r.exit_code == 0, r.output
+    assert "warning: broker policy: a solve at 0 s ran into time_limit_s (0.001 s)" in " ".join(r.stderr.split())

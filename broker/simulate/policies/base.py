@@ -2,7 +2,8 @@
 
 A policy is anything with a `name`, `start(ctx)` (once, before the replay: train, pick node
 types) and `decide(cluster, view)` (every step: bind pending replicas, launch, move, drain).
-It sees usage only up to the current step (`view.cpu_seen`), never the future.
+It sees usage only up to the current step (`view.cpu_seen`), never the future. A policy may
+keep `warnings` (a list of str): what makes its figures doubtful, copied to the run's result.
 """
 
 from __future__ import annotations

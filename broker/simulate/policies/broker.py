@@ -73,6 +73,7 @@ class BrokerPolicy:
         self.queue: list[tuple[int, int]] = []  # (replica, target node) moves waiting for the budget
         self.solves = 0
         self.cut_short = False  # a solve ran into its time limit before its work limits
+        self.warnings: list[str] = []
         self.options: SolverOptions | None = None
         self.replans = 0
         self.own_limit = np.array([w.max_per_node or NO_LIMIT for w in market.workloads], dtype=np.int64)
@@ -202,12 +203,12 @@ class BrokerPolicy:
             return None
         if not self.cut_short and any(w.startswith("work limits:") for w in result.warnings):
             self.cut_short = True
-            log.warning(
-                "broker policy: a solve at %.0f s ran into time_limit_s (%g s) before its work limits; "
-                "this run's figures depend on the machine's speed (raise time_limit_s)",
-                c.now_s,
-                self.cfg.time_limit_s,
+            said = (
+                f"broker policy: a solve at {c.now_s:.0f} s ran into time_limit_s ({self.cfg.time_limit_s:g} s) "
+                "before its work limits; this run's figures depend on the machine's speed (raise time_limit_s)"
             )
+            log.warning("%s", said)
+            self.warnings.append(said)  # the run's result carries it: the API's document, the CLI
         return result
 
     def _place_pending(self, c: Cluster, view: StepView, pending: IntArray) -> None:
