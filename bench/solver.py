@@ -12,7 +12,8 @@ storage and service dependencies. Prints one comparable figure per line per size
 workloads call one service (0.1-5 GiB/h, median about 2.5), on about 800 services, and each
 caller's users sit on another continent than the service's, so egress is a large share of cost.
 `--requirement vcpus:Gt:1` puts that instance requirement on every workload (the request is then
-solved over every pool, as the service does: Catalog.table_for).
+solved over every pool, as the service does: Catalog.table_for). `--raw-sizes` solves over the
+nodes' raw sizes, the problem as it was before allocatable capacity, for comparison.
 """
 
 from __future__ import annotations
@@ -125,13 +126,16 @@ def _rss_peak_mib() -> float:
 GENERATORS = {"plain": generate, "deps": generate_dependency_heavy}
 
 
-def service_problem(broker: Broker, req: PlacementRequest) -> PlacementProblem:
+def service_problem(broker: Broker, req: PlacementRequest, *, raw_sizes: bool = False) -> PlacementProblem:
     """The problem as the service builds it: allocatable capacity, dominated pools pruned (every
-    pool kept when a workload has instance requirements: Catalog.table_for)."""
+    pool kept when a workload has instance requirements: Catalog.table_for). `raw_sizes`: the
+    nodes' raw sizes instead (no reservations, no DaemonSets), the problem before allocatable
+    capacity, for comparison only."""
     cat = broker.catalog()
+    table = cat.table.compact() if raw_sizes else cat.table_for(req, broker.settings.node_overhead())
     return PlacementProblem(
         request=req,
-        table=cat.table_for(req, broker.settings.node_overhead()),
+        table=table,
         user_rtt=cat.user_rtt(req.user_regions),
         egress_usd_per_gb=cat.egress,
         internet_egress_usd_per_gb=cat.internet_egress,
@@ -148,12 +152,13 @@ def run(
     trace: bool = False,
     overrides: dict[str, Any] | None = None,
     requirements: list[dict[str, Any]] | None = None,
+    raw_sizes: bool = False,
 ) -> dict[str, Any]:
     doc = GENERATORS[shape](n)
     for w in doc["workloads"] if requirements else ():
         w["requirements"] = requirements
     req = parse_request(doc).to_domain()
-    problem = service_problem(broker, req)
+    problem = service_problem(broker, req, raw_sizes=raw_sizes)
     # timed pass without tracemalloc (it slows numpy code down): memory is the process's RSS
     # high-water mark (catalog included), and how far this solve pushed it
     options = solver_options(broker.settings)  # as the service solves: big MIPs in a child process
@@ -230,6 +235,11 @@ def main() -> None:
         metavar="KEY:OPERATOR:VALUE[,VALUE]",
         help="an instance requirement on every workload, e.g. vcpus:Gt:1 (repeatable)",
     )
+    ap.add_argument(
+        "--raw-sizes",
+        action="store_true",
+        help="solve over the nodes' raw sizes (no reservations, no DaemonSets), as before allocatable capacity",
+    )
     args = ap.parse_args()
     requirements = [
         {"key": k, "operator": op, "values": v.split(",") if v else []}
@@ -244,7 +254,14 @@ def main() -> None:
         for n in (int(s) for s in args.sizes.split(",")):
             limit = args.time_limit or (30.0 if n <= 3000 else 120.0)
             row = run(
-                broker, n, limit, shape=shape, trace=args.tracemalloc, overrides=overrides, requirements=requirements
+                broker,
+                n,
+                limit,
+                shape=shape,
+                trace=args.tracemalloc,
+                overrides=overrides,
+                requirements=requirements,
+                raw_sizes=args.raw_sizes,
             )
             key = f"{n}" if shape == "plain" else f"{n}.{shape}"
             for k, v in row.items():
