@@ -13,7 +13,7 @@ from rich.console import Console
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.cli.failures import print_invalid_options, writing
-from broker.cli.options import api_time
+from broker.cli.options import WindowFrom, WindowTo, api_time
 from broker.errors import InvalidRequest
 
 
@@ -29,13 +29,8 @@ def register(app: typer.Typer) -> None:
     @export_app.command("focus")
     def focus(
         ctx: typer.Context,
-        start: Annotated[
-            str | None,
-            typer.Option(
-                "--from", help="window start: ISO 8601 date or time, or Unix seconds (default: --to - 30 days)"
-            ),
-        ] = None,
-        end: Annotated[str | None, typer.Option("--to", help="window end, exclusive, as --from (default: now)")] = None,
+        start: WindowFrom = None,
+        end: WindowTo = None,
         fmt: Annotated[ExportFormat, typer.Option("--format", help="csv or parquet")] = ExportFormat.csv,
         output: Annotated[
             Path | None, typer.Option("-o", "--output", help="file to write (default: stdout for csv)")

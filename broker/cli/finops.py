@@ -12,7 +12,7 @@ from rich.table import Table
 from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_INVALID
 from broker.cli.failures import print_invalid_options
-from broker.cli.options import api_time
+from broker.cli.options import WindowFrom, WindowTo, api_time
 from broker.errors import InvalidRequest
 
 
@@ -27,13 +27,8 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="provider, site, tenant, team, pool, name, workload or capacity_type")
         ] = "provider",
         tenant: Annotated[str | None, typer.Option(help="only this tenant's placements")] = None,
-        start: Annotated[
-            str | None,
-            typer.Option(
-                "--from", help="window start: ISO 8601 date or time, or Unix seconds (default: --to - 30 days)"
-            ),
-        ] = None,
-        end: Annotated[str | None, typer.Option("--to", help="window end, exclusive, as --from (default: now)")] = None,
+        start: WindowFrom = None,
+        end: WindowTo = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the API's document")] = False,
     ) -> None:
         """Savings against the headline baseline (kubernetes-packer; the placement in force for a

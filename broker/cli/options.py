@@ -70,3 +70,11 @@ Tenant = Annotated[
         help="the tenant whose records the command reads or writes (an API key's tenant; embedded runs: default)",
     ),
 ]
+
+# The window of the ledger's reports (finops savings, export focus), read by api_time as the API
+# reads its ?from= / ?to=
+WindowFrom = Annotated[
+    str | None,
+    typer.Option("--from", help="window start: ISO 8601 date or time, or Unix seconds (default: --to - 30 days)"),
+]
+WindowTo = Annotated[str | None, typer.Option("--to", help="window end, exclusive, as --from (default: now)")]
