@@ -64,12 +64,15 @@ def install(app: FastAPI) -> None:
             return respond(answer[0], headers=answer[1])
         return respond(error_problem(exc, instance=request.url.path))
 
-    @app.exception_handler(SQLAlchemyError)
-    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+    def _unavailable_or_internal(request: Request, exc: Exception, what: str) -> JSONResponse:
         if (answer := unavailable_answer(exc, instance=request.url.path)) is not None:
             return respond(answer[0], headers=answer[1])
-        log.exception("unhandled database error on %s", request.url.path)
+        log.exception("unhandled %s on %s", what, request.url.path)
         return respond(internal_problem(instance=request.url.path))
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        return _unavailable_or_internal(request, exc, "database error")
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -91,7 +94,4 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if (answer := unavailable_answer(exc, instance=request.url.path)) is not None:
-            return respond(answer[0], headers=answer[1])
-        log.exception("unhandled error on %s", request.url.path)
-        return respond(internal_problem(instance=request.url.path))
+        return _unavailable_or_internal(request, exc, "error")
