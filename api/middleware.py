@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import unavailable_answer
 from api.middleware_problems import replay_body, send_document, send_problem
+from api.openapi_refs import hoist_embedded_defs
 from api.request_encoding import BodyRefused, body_chunks, content_encoding, decoded_scope, read_decoded
 from broker.observability import REQUEST_SECONDS, configure_logging, request_id
 from broker.settings import Settings
@@ -278,7 +279,7 @@ def _document_service_responses(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
-        schema = build()
+        schema = hoist_embedded_defs(build())  # every `$ref` must resolve from the root
         problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
         schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = {
             "type": "object",
