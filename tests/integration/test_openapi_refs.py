@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
-from referencing import Registry, Resource
+from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
@@ -41,7 +41,7 @@ def _refs(node: Any, where: str = "#") -> Iterator[tuple[str, str]]:
 def unresolved(doc: dict[str, Any]) -> list[str]:
     """Each reference of `doc` that does not resolve from its root, as `where -> ref`."""
     uri = "urn:placement-broker:document"
-    resolver = Registry().with_resource(uri, Resource(contents=doc, specification=DRAFT202012)).resolver(base_uri=uri)
+    resolver = Registry().with_resource(uri, DRAFT202012.create_resource(doc)).resolver(base_uri=uri)
     bad = []
     for where, ref in _refs(doc):
         try:
