@@ -8,6 +8,10 @@ committed capacity, so Karpenter's own instance choices see the prices the broke
   grows with the discount and the same rule wins in both.
 * Committed capacity (reserved instances and nodes already bought, `broker pricing commit`) becomes an
   overlay with a fixed `price` for on-demand nodes of that type in that region, above every discount.
+  At an AWS Local or Wavelength Zone site the overlay selects the parent region (the only value
+  Karpenter gives `topology.kubernetes.io/region` there) and the zone group's zones by name
+  (`topology.kubernetes.io/zone`, the EC2 zone name Karpenter labels nodes with), so the committed
+  price reaches the zone's nodes and no others of the region.
   A NodeOverlay cannot cap how many nodes get the price, so Karpenter would price every such node at
   the committed rate: these overlays are only built when asked for (docs/kubernetes.md says when
   that is right).
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from broker.dispatch.manifests import site_region
 from pricing.discounts import DiscountRule
 
 API_VERSION = "karpenter.sh/v1alpha1"
@@ -32,6 +37,14 @@ MAX_WEIGHT = 10_000
 # Karpenter's capacity types; a broker "reserved" pool is a billing construct on on-demand capacity
 _CAPACITY = {"ondemand": "on-demand", "spot": "spot"}
 KARPENTER_PROVIDERS = ("aws", "azure")  # clouds Karpenter has a provider for
+REGION_LABEL = "topology.kubernetes.io/region"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# The catalog names an AWS edge site by its zone group; EC2 names the zones in it:
+# a Local Zone group us-west-2-lax-1 holds us-west-2-lax-1a and us-west-2-lax-1b (a letter per
+# zone; which letters exist is not in the catalog, and a name no zone has matches nothing), and
+# the catalog's Wavelength code us-east-1-wl1-bos1 is the zone us-east-1-wl1-bos-wlz-1.
+LOCAL_ZONE_LETTERS = "abcd"
+_WAVELENGTH = re.compile(r"^(?P<group>.+-wl\d+)-(?P<metro>[a-z]+)(?P<n>\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +104,7 @@ def discount_overlays(
         if rule.family != "*":
             requirements.append({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types})
         if rule.region != "*":
-            requirements.append({"key": "topology.kubernetes.io/region", "operator": "In", "values": regions})
+            requirements.append({"key": REGION_LABEL, "operator": "In", "values": regions})
         spec = {
             "requirements": requirements,
             "priceAdjustment": _adjustment(rule.discount_pct),
@@ -103,6 +116,25 @@ def discount_overlays(
     return out, skipped
 
 
+def aws_zone_names(zone_group: str) -> list[str]:
+    """The EC2 zone names (Karpenter's `topology.kubernetes.io/zone` values) of the catalog's AWS
+    Local or Wavelength Zone site `zone_group`."""
+    wavelength = _WAVELENGTH.match(zone_group)
+    if wavelength:
+        return [f"{wavelength['group']}-{wavelength['metro']}-wlz-{wavelength['n']}"]
+    return [f"{zone_group}{letter}" for letter in LOCAL_ZONE_LETTERS]
+
+
+def location_requirements(provider: str, region: str) -> list[dict[str, Any]]:
+    """What selects the nodes of the catalog's `provider` site `region`: its region label, and at
+    an AWS Local or Wavelength Zone the parent region with the zone group's zones."""
+    parent = site_region(f"{provider}:{region}") or region
+    requirements: list[dict[str, Any]] = [{"key": REGION_LABEL, "operator": "In", "values": [parent]}]
+    if provider == "aws" and parent != region:
+        requirements.append({"key": ZONE_LABEL, "operator": "In", "values": aws_zone_names(region)})
+    return requirements
+
+
 def commitment_overlays(provider: str, commitments: Iterable[Commitment]) -> list[dict[str, Any]]:
     out = []
     for c in sorted(commitments, key=lambda c: (c.region, c.instance_type)):
@@ -110,7 +142,7 @@ def commitment_overlays(provider: str, commitments: Iterable[Commitment]) -> lis
             "requirements": [
                 {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
                 {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [c.instance_type]},
-                {"key": "topology.kubernetes.io/region", "operator": "In", "values": [c.region]},
+                *location_requirements(provider, c.region),
             ],
             "price": f"{c.usd_per_hour:.6f}",
             "weight": MAX_WEIGHT,  # bought capacity beats every discount
