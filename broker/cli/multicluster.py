@@ -46,7 +46,12 @@ def register(app: typer.Typer) -> None:
         kueue_config: Annotated[
             str, typer.Option(help="Kueue's manager ConfigMap, NAMESPACE/NAME, checked for multiKueue.dispatcherName")
         ] = "kueue-system/kueue-manager-config",
-        kueue_version: Annotated[str, typer.Option(help="Kueue API version: v1beta1 (v0.13+) or v1beta2")] = "v1beta1",
+        kueue_version: Annotated[
+            str,
+            typer.Option(
+                help="Kueue API version: auto (v1beta2 where the cluster serves it, else v1beta1), v1beta1 or v1beta2"
+            ),
+        ] = "auto",
         step: Annotated[int, typer.Option(min=1, max=10, help="clusters added to a nomination per round")] = 1,
         round_seconds: Annotated[
             float,
@@ -59,10 +64,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Kueue MultiKueue external dispatcher: nominate worker clusters for waiting Workloads in the
         broker's cost and residency order (status.nominatedClusterNames, at most 10). Stops on SIGINT/SIGTERM."""
-        from broker.operator.kueue import KueueDispatcher, kueue_configuration_problem
+        from broker.operator.kueue import (
+            KUEUE_VERSIONS,
+            KueueDispatcher,
+            KueueNotServed,
+            kueue_configuration_problem,
+            preferred_version,
+            served_versions,
+        )
 
-        if kueue_version not in ("v1beta1", "v1beta2"):
-            err.print(f"[red]invalid:[/red] --kueue-version must be v1beta1 or v1beta2, not {kueue_version!r}")
+        if kueue_version not in ("auto", *KUEUE_VERSIONS):
+            err.print(f"[red]invalid:[/red] --kueue-version must be auto, v1beta1 or v1beta2, not {kueue_version!r}")
             raise typer.Exit(EXIT_INVALID)
         if "/" not in kueue_config:
             err.print(f"[red]invalid:[/red] --kueue-config must be NAMESPACE/NAME, not {kueue_config!r}")
@@ -74,6 +86,16 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_INVALID)
         if problem:
             err.print(f"[yellow]warning:[/yellow] {problem}")
+        try:
+            served = served_versions(api)
+            kueue_version = preferred_version(served) if kueue_version == "auto" else kueue_version
+        except KueueNotServed as exc:
+            err.print(f"[red]failed:[/red] {exc}")
+            raise typer.Exit(EXIT_FAILED) from exc
+        if kueue_version not in served:  # a forced version the cluster does not serve: every call would 404
+            shown = ", ".join(served) or "none"
+            err.print(f"[red]invalid:[/red] --kueue-version {kueue_version}: the cluster serves kueue.x-k8s.io {shown}")
+            raise typer.Exit(EXIT_INVALID)
         broker, registered = _registered(ctx, tenant)
 
         def prices() -> tuple[dict[str, Site], PoolTable]:
@@ -94,7 +116,10 @@ def register(app: typer.Typer) -> None:
             err.print(f"nominated worker clusters for {dispatcher.nominations} workload(s)")
             return
         stop = stop_on_signals()
-        err.print(f"dispatching MultiKueue Workloads in {namespace or 'all namespaces'} as {name}")
+        err.print(
+            f"dispatching MultiKueue Workloads in {namespace or 'all namespaces'} as {name} "
+            f"(kueue.x-k8s.io/{dispatcher.version})"
+        )
         dispatcher.run(stop)
 
     ocm_app = typer.Typer(

@@ -11,6 +11,10 @@ Retry while `status.clusterName` names it, then evicts) is recorded in the Workl
 The worker clusters of a Workload are those of the MultiKueueConfig its MultiKueue AdmissionCheck
 points to; a MultiKueueCluster's broker site is its `placement-broker.dev/site` annotation, else
 the site of the broker cluster registered under the same name.
+
+The Kueue API version is the one the cluster serves (API discovery, `/apis`): v1beta2 where
+served (Kueue v0.15+, where it is the stored version and v1beta1 is deprecated), else v1beta1
+(v0.13, v0.14); `--kueue-version` forces one.
 """
 
 from __future__ import annotations
@@ -37,6 +41,37 @@ APPLY = "application/apply-patch+yaml"
 WORKLOADS = "workloads"
 
 Prices = Callable[[], tuple[Mapping[str, Site], PoolTable]]
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # the versions the dispatcher speaks, preferred first
+
+
+class KueueNotServed(RuntimeError):
+    """The cluster serves no Kueue API version the dispatcher speaks (or discovery failed)."""
+
+
+def served_versions(api: client.ApiClient) -> list[str]:
+    """The versions of Kueue's API group the cluster serves (API discovery, `/apis`)."""
+    try:
+        groups = client.ApisApi(api).get_api_versions().groups or []
+    except ApiException as exc:
+        raise KueueNotServed(f"API discovery (/apis) failed: {exc.status} {exc.reason}") from exc
+    return [v.version for g in groups if g.name == kq.GROUP for v in g.versions or []]
+
+
+def served_version(api: client.ApiClient) -> str:
+    """The Kueue API version to use on this cluster: the first of KUEUE_VERSIONS it serves."""
+    return preferred_version(served_versions(api))
+
+
+def preferred_version(served: list[str]) -> str:
+    """The first of KUEUE_VERSIONS in `served`."""
+    for version in KUEUE_VERSIONS:
+        if version in served:
+            return version
+    shown = ", ".join(served) or "none"
+    raise KueueNotServed(
+        f"the cluster serves no Kueue API the dispatcher speaks ({' or '.join(KUEUE_VERSIONS)}; "
+        f"{kq.GROUP} versions served: {shown}): is Kueue (v0.13+) installed?"
+    )
 
 
 @dataclass
@@ -70,7 +105,7 @@ class KueueDispatcher:
         prices: Prices,
         *,
         registered: Mapping[str, str] | None = None,
-        version: str = "v1beta1",
+        version: str | None = None,  # None: what the cluster serves (served_version)
         namespace: str | None = None,
         step: int = 1,
         round_s: float = 300.0,
@@ -82,7 +117,7 @@ class KueueDispatcher:
         self.core = client.CoreV1Api(api)
         self.prices = prices
         self.registered = dict(registered or {})  # broker cluster name -> site
-        self.version = version
+        self.version = version or served_version(api)
         self.namespace = namespace
         self.step = max(1, step)
         self.round_s = round_s

@@ -15,7 +15,8 @@ API server has:
 * server-side apply (`PATCH` with `application/apply-patch+yaml`, `fieldManager` required,
   `force`), creating the object when missing, with field ownership in `metadata.managedFields`
   (kube_apply.py); merge patches and PUTs record their manager too;
-* core/v1 Events recorded.
+* core/v1 Events recorded;
+* API discovery: `/apis` and `/apis/<group>` list the versions each group's CRDs serve.
 
 Tests can compact the history (`compact()`), inject one-shot status conflicts (`conflicts`) and
 read every write request (`requests`: method, path, content type, query).
@@ -24,6 +25,7 @@ read every write request (`requests`: method, path, content type, query).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -65,6 +67,27 @@ def load_crds(paths: Iterable[Path]) -> list[dict[str, Any]]:
     return [
         d for p in paths for d in yaml.safe_load_all(p.read_text()) if d and d.get("kind") == "CustomResourceDefinition"
     ]
+
+
+def _version_priority(version: str) -> tuple[int, int, int]:
+    """Kubernetes' version order: GA above beta above alpha, then the higher numbers (v1 > v1beta2 > v1beta1)."""
+    m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if m is None:
+        return (-1, 0, 0)
+    return (int(m[1]), {"alpha": 0, "beta": 1, None: 2}[m[2]], int(m[3] or 0))
+
+
+def _re2_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """`pattern` as the API server reads it (Go's RE2): a leading `^(?i)` is RE2 syntax Python's `re`
+    refuses (global flags must open the expression), so the flags move in front of the `^`."""
+    flags = re.match(r"\^\((\?[aimsux]+)\)", pattern)
+    if flags:
+        pattern = f"({flags[1]})^{pattern[flags.end() :]}"
+    if validator.is_type(instance, "string") and not re.search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+SchemaValidator = jsonschema.validators.extend(jsonschema.Draft4Validator, {"pattern": _re2_pattern})
 
 
 def _now() -> str:
@@ -151,7 +174,7 @@ class FakeCustomResources:
         """A 422 Status naming the field, as admission answers, or None for a valid object."""
         res = self.resources[plural]
         try:
-            jsonschema.Draft4Validator(res.schema).validate(obj)
+            SchemaValidator(res.schema).validate(obj)
         except jsonschema.ValidationError as exc:
             path = ".".join(str(p) for p in exc.absolute_path)
             name = (obj.get("metadata") or {}).get("name")
@@ -363,6 +386,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if cm
                 else self._send(404, status(404, "NotFound", f'configmaps "{parts[5]}" not found'))
             )
+        if parts[:1] == ["apis"] and len(parts) <= 2 and self.command == "GET":
+            return self._discovery(parts[1] if len(parts) == 2 else None)
         if parts[:1] != ["apis"] or len(parts) < 4:
             return self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
         group, version, rest = parts[1], parts[2], parts[3:]
@@ -410,6 +435,30 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command == "DELETE":
             return self._send(*self.crs.delete(plural, key_ns, name))
         return self._send(405, status(405, "MethodNotAllowed", "method not allowed"))
+
+    def _discovery(self, group: str | None) -> None:
+        """`/apis` (APIGroupList) or `/apis/<group>` (APIGroup): the served versions of each group's
+        resources; preferred is the highest by Kubernetes' version order, as for CRDs."""
+        served: dict[str, set[str]] = {}
+        for res in self.crs.resources.values():
+            served.setdefault(res.group, set()).update(res.versions)
+
+        def doc(name: str) -> dict[str, Any]:
+            ordered = sorted(served[name], key=_version_priority, reverse=True)
+            versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in ordered]
+            return {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                "name": name,
+                "versions": versions,
+                "preferredVersion": versions[0],
+            }
+
+        if group is None:
+            return self._send(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [doc(g) for g in served]})
+        if group not in served:
+            return self._send(404, status(404, "NotFound", "the server could not find the requested resource"))
+        return self._send(200, doc(group))
 
     def _stream(self, plural: str, ns: str | None, query: dict[str, list[str]]) -> None:
         since = int((query.get("resourceVersion") or ["0"])[0] or 0)

@@ -25,15 +25,15 @@ def check(state: str, message: str = "") -> dict[str, Any]:
     return {"name": "mk", "state": state, "message": message, "lastTransitionTime": STAMP}
 
 
-def set_up_multikueue(objects: client.CustomObjectsApi, clusters: dict[str, str | None]) -> None:
+def set_up_multikueue(objects: client.CustomObjectsApi, clusters: dict[str, str | None], version: str = V) -> None:
     """AdmissionCheck `mk` -> MultiKueueConfig `mk-config` -> the clusters (name -> site annotation),
     each connected (condition Active=True, as the MultiKueueCluster controller reports it)."""
     objects.create_cluster_custom_object(
         kq.GROUP,
-        V,
+        version,
         "admissionchecks",
         {
-            "apiVersion": f"{kq.GROUP}/{V}",
+            "apiVersion": f"{kq.GROUP}/{version}",
             "kind": "AdmissionCheck",
             "metadata": {"name": "mk"},
             "spec": {
@@ -44,37 +44,41 @@ def set_up_multikueue(objects: client.CustomObjectsApi, clusters: dict[str, str 
     )
     objects.create_cluster_custom_object(
         kq.GROUP,
-        V,
+        version,
         "multikueueconfigs",
         {
-            "apiVersion": f"{kq.GROUP}/{V}",
+            "apiVersion": f"{kq.GROUP}/{version}",
             "kind": "MultiKueueConfig",
             "metadata": {"name": "mk-config"},
             "spec": {"clusters": sorted(clusters)},
         },
     )
     for name, site in clusters.items():
+        kubeconfig = {"location": f"{name}-secret", "locationType": "Secret"}
         meta: dict[str, Any] = {"name": name}
         if site:
             meta["annotations"] = {kq.SITE_ANNOTATION: site}
         objects.create_cluster_custom_object(
             kq.GROUP,
-            V,
+            version,
             "multikueueclusters",
             {
-                "apiVersion": f"{kq.GROUP}/{V}",
+                "apiVersion": f"{kq.GROUP}/{version}",
                 "kind": "MultiKueueCluster",
                 "metadata": meta,
-                "spec": {"kubeConfig": {"location": f"{name}-secret", "locationType": "Secret"}},
+                # v1beta2 moved the connection under clusterSource
+                "spec": {"kubeConfig": kubeconfig}
+                if version == "v1beta1"
+                else {"clusterSource": {"kubeConfig": kubeconfig}},
             },
         )
         objects.patch_cluster_custom_object_status(
             kq.GROUP,
-            V,
+            version,
             "multikueueclusters",
             name,
             {
-                "apiVersion": f"{kq.GROUP}/{V}",
+                "apiVersion": f"{kq.GROUP}/{version}",
                 "kind": "MultiKueueCluster",
                 "metadata": {"name": name},
                 "status": {"conditions": [condition("Active", reason="Active")]},
@@ -86,11 +90,17 @@ def set_up_multikueue(objects: client.CustomObjectsApi, clusters: dict[str, str 
 
 
 def create_workload(
-    objects: client.CustomObjectsApi, name: str, pods: int = 3, cpu: str = "2", memory: str = "4Gi", **annotations: str
+    objects: client.CustomObjectsApi,
+    name: str,
+    pods: int = 3,
+    cpu: str = "2",
+    memory: str = "4Gi",
+    version: str = V,
+    **annotations: str,
 ) -> dict[str, Any]:
     """A Job's Workload: pod template annotations end up in its pod set, as Kueue builds it."""
     body = {
-        "apiVersion": f"{kq.GROUP}/{V}",
+        "apiVersion": f"{kq.GROUP}/{version}",
         "kind": "Workload",
         "metadata": {"name": name, "labels": {"kueue.x-k8s.io/job-uid": name}},
         "spec": {
@@ -116,20 +126,22 @@ def create_workload(
             ],
         },
     }
-    out: dict[str, Any] = objects.create_namespaced_custom_object(kq.GROUP, V, NS, "workloads", body)
+    out: dict[str, Any] = objects.create_namespaced_custom_object(kq.GROUP, version, NS, "workloads", body)
     return out
 
 
-def kueue_applies(objects: client.CustomObjectsApi, name: str, status: dict[str, Any]) -> dict[str, Any]:
+def kueue_applies(
+    objects: client.CustomObjectsApi, name: str, status: dict[str, Any], version: str = V
+) -> dict[str, Any]:
     """Kueue's admission status write: a forced server-side apply under `kueue-admission`."""
     out: dict[str, Any] = objects.patch_namespaced_custom_object_status(
         kq.GROUP,
-        V,
+        version,
         NS,
         "workloads",
         name,
         {
-            "apiVersion": f"{kq.GROUP}/{V}",
+            "apiVersion": f"{kq.GROUP}/{version}",
             "kind": "Workload",
             "metadata": {"name": name, "namespace": NS},
             "status": status,
@@ -141,7 +153,9 @@ def kueue_applies(objects: client.CustomObjectsApi, name: str, status: dict[str,
     return out
 
 
-def reserve_quota(objects: client.CustomObjectsApi, name: str, *extra: dict[str, Any]) -> dict[str, Any]:
+def reserve_quota(
+    objects: client.CustomObjectsApi, name: str, *extra: dict[str, Any], version: str = V
+) -> dict[str, Any]:
     """Kueue reserved quota in the manager's ClusterQueue; the MultiKueue check waits (Pending)."""
     return kueue_applies(
         objects,
@@ -151,11 +165,12 @@ def reserve_quota(objects: client.CustomObjectsApi, name: str, *extra: dict[str,
             "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 3}]},
             "admissionChecks": [check("Pending")],
         },
+        version,
     )
 
 
-def get(objects: client.CustomObjectsApi, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = objects.get_namespaced_custom_object(kq.GROUP, V, NS, "workloads", name)
+def get(objects: client.CustomObjectsApi, name: str, version: str = V) -> dict[str, Any]:
+    out: dict[str, Any] = objects.get_namespaced_custom_object(kq.GROUP, version, NS, "workloads", name)
     return out
 
 
