@@ -1,9 +1,9 @@
-"""Latency: GET /v1/latency (catalog figures, or the caller's own measurements) and the
-caller's measurements, POST/GET /v1/latency/measurements (docs/latency.md)."""
+"""Latency: GET /v1/latency (catalog figures, or the caller's own measurements), the same for many
+pairs at once, GET /v1/latency/matrix, and the caller's measurements, POST/GET
+/v1/latency/measurements (docs/latency.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -12,29 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import get_broker, get_tenant
 from api.uploads import csv_or_json_body, json_document, read_upload
 from broker.app import Broker
+from broker.catalog.latency_matrix import Pairs, matrix_document, parse_end
 from broker.catalog.latency_measurements import MeasurementStore, read_measurements_csv
-from broker.core.latency import parse_geo
-from broker.core.latency_measured import geo_key, lookup
-from broker.errors import InvalidRequest
 
 router = APIRouter(prefix="/v1", tags=["latency"])
 _PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 
 
-def _latency_end(value: str, field: str, sites: Mapping[str, Any]) -> str | tuple[float, float]:
-    """A site id or ``geo:lat,lon`` query value, or a problem naming the field."""
-    if value.startswith("geo:"):
-        try:
-            return parse_geo(value)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc), errors=[{"loc": ["query", field], "msg": str(exc)}]) from exc
-    if value not in sites:
-        raise InvalidRequest(f"unknown site {value!r}", errors=[{"loc": ["query", field], "msg": "unknown site"}])
-    return value
-
-
-def _key(end: str | tuple[float, float]) -> str:
-    return end if isinstance(end, str) else geo_key(*end)
+QUANTILE = Annotated[Literal["p50", "p95"], Query(description="p50: typical RTT (median); p95: conservative")]
 
 
 @router.get("/latency", responses={422: _PROBLEM})
@@ -43,25 +28,35 @@ def latency(
     tenant: Annotated[str, Depends(get_tenant)],
     from_: Annotated[str, Query(alias="from", description="site id or geo:lat,lon")],
     to: Annotated[str, Query(description="site id or geo:lat,lon")],
-    quantile: Annotated[
-        Literal["p50", "p95"], Query(description="p50: typical RTT (median); p95: conservative")
-    ] = "p50",
+    quantile: QUANTILE = "p50",
 ) -> dict[str, Any]:
     """Round-trip time between two ends: the caller's own measurement of that path where it
     imported one, else the catalog's measurement or estimate (`method` says which)."""
     cat = broker.catalog()
-    src = _latency_end(from_, "from", cat.sites)
-    dst = _latency_end(to, "to", cat.sites)
-    out: dict[str, Any] = {"from": from_, "to": to, "quantile": quantile}
-    own = lookup(MeasurementStore(broker.sessions).for_tenant(tenant), _key(src), _key(dst), quantile)
-    if own is not None:
-        return {**out, "rtt_ms": round(own, 2), "source": "measured", "method": "imported", "via": []}
-    try:
-        est = cat.latency.estimate(src, dst, quantile)
-    except (KeyError, ValueError) as exc:
-        raise InvalidRequest(f"no latency estimate possible: {exc}") from exc
-    # method: measured | anchored | local | distance (docs/latency.md)
-    return {**out, "rtt_ms": round(est.rtt_ms, 2), "source": est.source, "method": est.method, "via": list(est.via)}
+    src = parse_end(from_, ("query", "from"), cat.sites)
+    dst = parse_end(to, ("query", "to"), cat.sites)
+    return Pairs(cat.latency, MeasurementStore(broker.sessions).for_tenant(tenant), quantile).answer(src, dst)
+
+
+@router.get("/latency/matrix", responses={404: _PROBLEM, 422: _PROBLEM})
+def latency_matrix(
+    broker: Annotated[Broker, Depends(get_broker)],
+    tenant: Annotated[str, Depends(get_tenant)],
+    from_: Annotated[
+        list[str] | None,
+        Query(alias="from", description="site id or geo:lat,lon, repeated; default: every site of the catalog"),
+    ] = None,
+    to: Annotated[list[str] | None, Query(description="site id or geo:lat,lon, repeated")] = None,
+    placement: Annotated[
+        str | None, Query(description="a stored placement: its request's user regions are targets too")
+    ] = None,
+    quantile: QUANTILE = "p50",
+) -> dict[str, Any]:
+    """Round-trip times from many ends to many (extension, docs/latency.md): every `from` to every
+    `to` and every user region of the `placement`'s request, each pair answered as GET /v1/latency
+    answers it. At most 10,000 pairs (422 naming `from` and `to` beyond); a pair without a
+    figure has `rtt_ms` null and a `detail`."""
+    return matrix_document(broker, from_, to, placement, quantile, tenant=tenant)
 
 
 class MeasurementIn(BaseModel):

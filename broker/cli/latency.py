@@ -1,4 +1,5 @@
-"""`broker latency evaluate`: held-out accuracy of the latency model (docs/latency.md)."""
+"""`broker latency import`, `matrix` (round-trip times of many pairs) and `evaluate` (held-out
+accuracy of the latency model) (docs/latency.md)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,37 @@ def _table(evaluations: list[Any]) -> Table:
     return t
 
 
+def _print_matrix(doc: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(doc, indent=2))
+        return
+    if fmt == "csv":
+        import csv
+        import sys
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["from", "to", "quantile", "rtt_ms", "source", "method"])
+        for i in doc["items"]:
+            w.writerow(
+                [
+                    i["from"],
+                    i["to"],
+                    i["quantile"],
+                    "" if i["rtt_ms"] is None else i["rtt_ms"],
+                    i["source"] or "",
+                    i["method"] or "",
+                ]
+            )
+        return
+    t = Table("from", *doc["to"], title=f"round-trip time, ms ({doc['quantile']})")
+    cells: dict[tuple[str, str], str] = {
+        (i["from"], i["to"]): "-" if i["rtt_ms"] is None else f"{i['rtt_ms']:.1f}" for i in doc["items"]
+    }
+    for src in doc["from"]:
+        t.add_row(src, *(cells[(src, dst)] for dst in doc["to"]))
+    Console().print(t)
+
+
 def register(app: typer.Typer) -> None:
     lat_app = typer.Typer(help="The latency model: measured and estimated round-trip times.", no_args_is_help=True)
     app.add_typer(lat_app, name="latency")
@@ -103,6 +135,42 @@ def register(app: typer.Typer) -> None:
             print_invalid(exc, "measurements file")
             raise typer.Exit(EXIT_INVALID) from exc
         out.print(f"imported {summary['rows']} measurement(s) for tenant {tenant} (replaced {summary['replaced']})")
+
+    @lat_app.command("matrix")
+    def matrix_cmd(
+        ctx: typer.Context,
+        from_: Annotated[
+            list[str] | None,
+            typer.Option("--from", help="site id or geo:lat,lon (repeatable); default: every site"),
+        ] = None,
+        to: Annotated[list[str] | None, typer.Option(help="site id or geo:lat,lon (repeatable)")] = None,
+        placement: Annotated[
+            str | None, typer.Option(help="a stored placement: its request's user regions are targets too")
+        ] = None,
+        quantile: Annotated[str, typer.Option(help="p50 (typical) or p95 (conservative)")] = "p50",
+        fmt: Annotated[str, typer.Option("--format", help="table, json or csv")] = "table",
+        tenant: Tenant = "default",
+    ) -> None:
+        """Round-trip times from every --from to every --to (and the placement's user regions), each
+        as GET /v1/latency gives it; at most 10,000 pairs. Exit 2 on a bad end or option."""
+        from broker.catalog.latency_matrix import matrix_document
+        from broker.errors import InvalidRequest, NotFound
+
+        err = Console(stderr=True)
+        if fmt not in ("table", "json", "csv"):
+            err.print("[red]invalid --format:[/red] table, json or csv")
+            raise typer.Exit(EXIT_INVALID)
+        if quantile not in ("p50", "p95"):
+            err.print(f"[red]invalid --quantile:[/red] p50 or p95, not {quantile!r}")
+            raise typer.Exit(EXIT_INVALID)
+        broker = edge(ctx).broker()
+        try:
+            doc = matrix_document(broker, from_, to, placement, quantile, tenant=tenant)
+        except (InvalidRequest, NotFound) as exc:
+            fields = sorted({str(e["loc"][1]) for e in getattr(exc, "errors", []) if len(e.get("loc", [])) > 1})
+            err.print(f"[red]invalid {', '.join('--' + f for f in fields) or 'input'}:[/red] {exc.detail}")
+            raise typer.Exit(EXIT_INVALID) from exc
+        _print_matrix(doc, fmt)
 
     @lat_app.command("evaluate")
     def evaluate_cmd(
