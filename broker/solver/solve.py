@@ -26,6 +26,7 @@ from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost
 from broker.solver.model.layout import ModelInput
+from broker.solver.model.patterns import PatternNodes
 from broker.solver.options import SolverOptions
 from broker.solver.prepare.candidates import Prepared, prepare
 from broker.solver.prepare.classes import WorkloadClass, WorkloadData, build_classes
@@ -176,10 +177,16 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         current_total=current_total,
         max_moves=req.max_moves,
         large_replica_rows=opts.large_replica_rows,
+        pattern_nodes=PatternNodes() if len(classes) <= opts.pattern_nodes_max_classes else None,
     )
     arrays = PoolArrays(prep.node_cost, vcpus, mem, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
     starts: list[ClassPlacement] = []
+    in_force = _in_force(workloads, usable_now)
+    if in_force is not None:
+        # a re-plan starts from the placement in force: with unchanged inputs nothing beats it,
+        # and a neighbourhood that moves replicas must pay for the moves
+        starts.append(_to_classes(in_force, _of))
     if baseline:
         starts.append(_to_classes(baseline, _of))
     k8s = None
@@ -290,6 +297,7 @@ def _answer(
         ),
         stop_reason=why.value,
         time_limit_s=round(time_limit_s, 3),
+        bound_kind=found.bound_kind,
         baselines=si.baselines,
     )
 
@@ -387,6 +395,17 @@ def _current(
         key = (name_index[w], t.pool_index.get(pool, -1))
         rows[key] = rows.get(key, 0) + int(r)
     return [(k, p, r) for (k, p), r in rows.items()]
+
+
+def _in_force(workloads: list[WorkloadData], usable_now: list[tuple[int, int, int]]) -> Placement | None:
+    """The placement running now when it places every replica of the request on pools it may
+    still use (a re-plan of unchanged workloads), else None."""
+    placed = [0] * len(workloads)
+    for k, _p, r in usable_now:
+        placed[k] += r
+    if not usable_now or any(n != wd.w.replicas for n, wd in zip(placed, workloads, strict=True)):
+        return None
+    return {(k, p): r for k, p, r in usable_now}
 
 
 def _to_classes(x: Placement, class_of: Any) -> ClassPlacement:

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.solver.model.patterns import PatternNodes
 from broker.solver.prepare.classes import LARGE_REPLICA_KS, SPOT, WorkloadClass, large_replica_table, replica_fit
 from broker.solver.problem import GIB_IN_GB
 
@@ -77,6 +78,9 @@ class ModelInput:
     # them the aggregate rule lets replicas above half (a third) of a node of different classes
     # share nodes, and exact packing pays for it afterwards
     large_replica_rows: int = LARGE_REPLICA_KS
+    # exact node counts for pools several classes share (model/patterns.PatternNodes; None: the
+    # aggregate, fit and large-replica counts only, as on big requests, where they cost too much)
+    pattern_nodes: PatternNodes | None = None
 
     @property
     def n_pools(self) -> int:

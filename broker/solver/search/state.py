@@ -34,6 +34,9 @@ class SearchResult:
     # a phase was skipped because too little time was left for it (the stop is the time
     # limit's even when the clock shows time unused)
     out_of_time: bool = False
+    # what proves lower_bound (BoundKind's values): the converged LP, the final MIP's dual bound
+    # with reduced-cost inclusion, or a bound beside an unfinished LP
+    bound_kind: str = "lp"
 
 
 def _no_columns() -> IntArray:
