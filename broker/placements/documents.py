@@ -325,7 +325,7 @@ class PlacementOut(BaseModel):
             packing=PackingOut.from_domain(r.packing) if r.packing else None,
             time_limit_s=r.time_limit_s,
             stop_reason=r.stop_reason,
-            bound_kind=r.bound_kind,  # type: ignore[arg-type]
+            bound_kind=r.bound_kind,
         )
 
 
