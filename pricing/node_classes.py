@@ -104,7 +104,7 @@ _GCP_CLASS |= {"h3": HPC, "h4d": HPC, "m1": HIGH_MEMORY, "m2": HIGH_MEMORY, "m3"
 
 @dataclass(frozen=True)
 class FamilyGroup:
-    quota_group: str  # the provider's quota group: "aws:Standard", "aws:Inf", "azure:dasv5", "gcp:n2"
+    quota_group: str  # the provider's quota group: "aws:Standard", "aws:Inf", "azure:dasv5", "gcp:n2"; "" owned
     node_class: str  # one of NODE_CLASSES
 
 
@@ -141,8 +141,8 @@ def family_group(provider: str, instance_type: str, gpus: float = 0.0) -> Family
     elif provider == "gcp":
         family = instance_type.split("-", 1)[0]
         out = FamilyGroup(f"gcp:{family}", _GCP_CLASS.get(family, GENERAL))
-    else:  # owned capacity: no provider quota; what it is says its GPUs
-        out = FamilyGroup(f"{provider}:owned", GENERAL)
+    else:  # owned capacity: no provider quota (""), and its GPUs say whether it is accelerated
+        out = FamilyGroup("", GENERAL)
     if gpus > 0 and out.node_class != ACCELERATED:
         out = FamilyGroup(out.quota_group, ACCELERATED)
     return out

@@ -39,6 +39,7 @@ def filter_signature(w: Workload) -> tuple[object, ...]:
         w.residency,
         tuple(sorted(w.latency_slo_ms.items())),
         tuple((r.attribute, r.operator, r.texts, r.numbers) for r in w.requirements),
+        w.burstable,
     )
 
 
