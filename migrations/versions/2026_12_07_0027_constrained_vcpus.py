@@ -1,4 +1,4 @@
-"""Azure's constrained-vCPU sizes carry the vCPUs they run, not their parent's
+"""Azure's constrained-vCPU sizes carry the vCPUs they run, not their parent's; tenants' family quotas
 
 Revision ID: 0027
 Revises: 0026
@@ -9,6 +9,9 @@ stored 16, so the solver packed 16 vCPUs of pods on a 4-vCPU VM. The bundled sna
 the active count (pricing/node_classes.py); this rewrites the pools a database already holds
 (bundled or fed) and changes the catalog's version, so no process keeps a catalog cached with the
 parents' counts. The downgrade restores the parents' counts from the size names.
+
+`family_quotas`: a tenant's vCPU quota per provider quota group (AWS's on-demand/spot groups, Azure's
+VM families), set by the operator; the solver keeps placements within them.
 """
 
 import re
@@ -53,7 +56,19 @@ def _set_vcpus(active: bool) -> None:
 
 def upgrade() -> None:
     _set_vcpus(active=True)
+    op.create_table(
+        "family_quotas",
+        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("tenant", sa.String(100), nullable=False),
+        sa.Column("quota_group", sa.String(120), nullable=False),
+        sa.Column("vcpus", sa.Float(), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.UniqueConstraint("tenant", "quota_group", name="uq_family_quotas_tenant_group"),
+    )
+    op.create_index("ix_family_quotas_tenant", "family_quotas", ["tenant"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_family_quotas_tenant", table_name="family_quotas")
+    op.drop_table("family_quotas")
     _set_vcpus(active=False)
