@@ -18,7 +18,7 @@ def _workload(name: str, replicas: int, cpu: float, gib: float, **extra: Any) ->
 
 # twelve workloads in the shapes that met the wrong nodes: 16-core services (constrained HB120-16,
 # burstable B20ms, hpc6a), a 2-core one on spot (inf1 spot was the cheapest), memory-heavy ones
-HELD_OUT = {
+HELD_OUT: dict[str, Any] = {
     "name": "held-out",
     "dry_run": True,
     "workloads": [
