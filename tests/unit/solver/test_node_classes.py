@@ -202,3 +202,15 @@ def test_node_classes_of_the_families_the_issue_names() -> None:
     assert groups["inf1.6xlarge"] == "aws:Inf" and groups["hpc6a.48xlarge"] == "aws:HPC"
     assert groups["c6a.2xlarge"] == "aws:Standard" and groups["Standard_B20ms"] == "azure:bmsv1"
     assert np.all(t.baseline[[t.pool_index[B20.id]]] < 0.17)
+
+
+def test_a_pool_dominated_only_by_a_family_without_quota_is_still_a_candidate() -> None:
+    # D4as_v5 is as large and cheaper than D4s_v5, so it dominates it; with no dasv5 quota the
+    # tenant can only launch the D4s_v5 (a request with quotas solves over every pool: table_for)
+    das = _pool(AZURE, "Standard_D4as_v5", 4, 16, 0.172)
+    ds = _pool(AZURE, "Standard_D4s_v5", 4, 16, 0.192)
+    t = _table([das, ds])
+    assert t.dominated[t.pool_index[ds.id]]
+    p = problem([Workload("api", 2, 1, 2)], tbl=t)
+    p = type(p)(**{**p.__dict__, "family_quotas": {"azure:dasv5": 0.0}})
+    assert _pools_used(solve(p, time_limit_s=5)) == {"Standard_D4s_v5"}
