@@ -27,6 +27,7 @@ from broker.finops.ledger import team_costs
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
+from broker.placements.family_quotas import FamilyQuotas
 from broker.placements.request_documents import PlacementRequestIn
 from broker.placements.rightsizing import Rightsizing, apply_demand
 from broker.placements.store import PlacementStore
@@ -241,7 +242,8 @@ class Broker:
         # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
         # placement in force, is priced on them
         running = {*(current or {}), *(pool for _w, pool, _r in request.current)}
-        table = cat.table_for(request, self.settings.node_overhead(), keep=running)
+        quotas = FamilyQuotas(self.sessions).for_tenant(tenant)
+        table = cat.table_for(request, self.settings.node_overhead(), keep=running, family_quotas=quotas)
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,
@@ -264,6 +266,7 @@ class Broker:
             internet_egress_usd_per_gb=cat.internet_egress,
             storage_usd_per_gb_month=cat.storage,
             current=current or {},
+            family_quotas=quotas,
         )
         if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
             problem = replace(problem, declared=rightsizing.declared.to_domain())

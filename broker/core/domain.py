@@ -38,6 +38,14 @@ class StorageTier(StrEnum):
     PREMIUM = "premium"
 
 
+class BurstablePolicy(StrEnum):
+    """Where a workload may run on burstable nodes (docs/solver.md, "Burstable nodes")."""
+
+    BASELINE = "baseline"  # only within the nodes' sustained baseline (the default)
+    ALLOW = "allow"  # at their full vCPUs, spending (or buying) credits
+    NEVER = "never"  # not on burstable nodes at all
+
+
 HOURS_PER_MONTH = 730.0
 
 
@@ -153,6 +161,7 @@ class Workload:
     max_spot_fraction: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     requirements: tuple[Requirement, ...] = ()  # instance requirements, all must hold (docs/solver.md)
+    burstable: BurstablePolicy = BurstablePolicy.BASELINE
 
 
 @dataclass(frozen=True, slots=True)
