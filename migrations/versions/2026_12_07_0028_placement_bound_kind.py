@@ -1,15 +1,15 @@
 """stored placements say what proves their lower bound (issue 37)
 
-Revision ID: 0030
-Revises: 0026
+Revision ID: 0028
+Revises: 0027
 Create Date: 2026-12-07
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0030"
-down_revision = "0026"
+revision = "0028"
+down_revision = "0027"
 branch_labels = None
 depends_on = None
 
