@@ -7,6 +7,7 @@ requests) -> answer (replicas dealt back to workloads, costs, bound, explanation
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -178,6 +179,7 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         max_moves=req.max_moves,
         large_replica_rows=opts.large_replica_rows,
         pattern_nodes=PatternNodes() if len(classes) <= opts.pattern_nodes_max_classes else None,
+        **_quota_arrays(problem),
     )
     arrays = PoolArrays(prep.node_cost, vcpus, mem, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
@@ -227,7 +229,10 @@ def _answer(
     cap_of = t.cap_idx.tolist()
     aggregate_x = disaggregate(classes, workloads, found.x, site_of=site_of, cap_of=cap_of)
     # packed against the same per-node capacities the model's aggregate rule uses
-    caps = Capacities(mi.vcpus, mi.mem, mi.gpus, t.max_nodes, site_of, cap_of, node_cost)
+    caps = Capacities(
+        mi.vcpus, mi.mem, mi.gpus, t.max_nodes, site_of, cap_of, node_cost, mi.quota_of_pool, mi.quota_node_vcpus,
+        mi.quota_vcpus,
+    )  # fmt: skip
     packed = pack_placement(
         workloads,
         aggregate_x,
@@ -395,6 +400,21 @@ def _current(
         key = (name_index[w], t.pool_index.get(pool, -1))
         rows[key] = rows.get(key, 0) + int(r)
     return [(k, p, r) for (k, p), r in rows.items()]
+
+
+def _quota_arrays(problem: PlacementProblem) -> dict[str, Any]:
+    """ModelInput's quota fields: the positive family quotas (a quota of 0 is a filter) as rows."""
+    t = problem.table
+    groups = sorted(g for g, q in problem.family_quotas.items() if 0 < q < math.inf)
+    if not groups:
+        return {}
+    index = {g: i for i, g in enumerate(groups)}
+    of_pool = np.array([index.get(str(g), -1) for g in t.quota_group], dtype=np.int64)
+    return {
+        "quota_of_pool": of_pool,
+        "quota_node_vcpus": np.asarray(t.raw_vcpus, dtype=np.float64),
+        "quota_vcpus": np.array([float(problem.family_quotas[g]) for g in groups]),
+    }
 
 
 def _in_force(workloads: list[WorkloadData], usable_now: list[tuple[int, int, int]]) -> Placement | None:

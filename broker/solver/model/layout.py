@@ -81,6 +81,20 @@ class ModelInput:
     # exact node counts for pools several classes share (model/patterns.PatternNodes; None: the
     # aggregate, fit and large-replica counts only, as on big requests, where they cost too much)
     pattern_nodes: PatternNodes | None = None
+    # the tenant's vCPU quotas per quota group (problem.family_quotas above 0): per pool its
+    # group's index (-1: none; empty: no quotas), the vCPUs a node counts against it, each quota
+    quota_of_pool: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    quota_node_vcpus: FloatArray = field(default_factory=lambda: np.zeros(0))
+    quota_vcpus: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+    def quota_use(self, nodes: dict[int, int]) -> FloatArray:
+        """vCPUs per quota group that `nodes` (pool -> count) run."""
+        use = np.zeros(len(self.quota_vcpus))
+        for p, n in nodes.items() if len(self.quota_vcpus) else ():
+            g = int(self.quota_of_pool[p])
+            if g >= 0:
+                use[g] += n * float(self.quota_node_vcpus[p])
+        return use
 
     @property
     def n_pools(self) -> int:

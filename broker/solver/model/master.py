@@ -77,6 +77,10 @@ class Master:
             row_lo[free], row_hi[free] = -INF, INF
         self.h.addRows(lay.n_fixed_rows, row_lo, row_hi, 0, np.zeros(1, np.int32), np.zeros(0, np.int32), [])
         self._add_fixed_columns()
+        # a tenant's family quotas: sum over the group's pools of a node's vCPUs x n_p <= quota
+        nq = len(mi.quota_vcpus)
+        none = np.zeros(0, dtype=np.int64)
+        self.quota_row = self._add_rows(np.full(nq, -INF), mi.quota_vcpus, none, np.zeros(0), 0)
 
     # -- growing ------------------------------------------------------------------------
 
@@ -181,7 +185,14 @@ class Master:
             zpos = self.u.zpos(sel)
             spread = zpos >= 0
             rows, cols = self.lay.node_row0 + zpos[spread], local[self.u.pool[sel[spread]]]
-        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, cols, rows, np.ones(len(rows)))
+        vals = np.ones(len(rows))
+        if len(self.quota_row):  # their quota group's row
+            group = mi.quota_of_pool[pools]
+            on = np.flatnonzero(group >= 0)
+            rows = np.r_[rows, self.quota_row[group[on]]]
+            cols = np.r_[cols, on]
+            vals = np.r_[vals, mi.quota_node_vcpus[pools[on]]]
+        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, cols, rows, vals)
         self.pool_col[pools] = cols
         if self.integer:
             self._integral(cols)

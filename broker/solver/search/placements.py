@@ -43,8 +43,11 @@ def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
 
 
 def feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
-    """Whether x, running `nodes`, keeps owned capacity, the cap on moves and every class's rules."""
+    """Whether x, running `nodes`, keeps owned capacity, the tenant's family quotas, the cap on
+    moves and every class's rules."""
     if any(n > mi.max_nodes[p] for p, n in nodes.items()):
+        return False
+    if (mi.quota_use(nodes) > mi.quota_vcpus + 1e-9).any():
         return False
     if mi.max_moves is not None and kept(mi, x) < mi.current_total - mi.max_moves - 1e-9:
         return False

@@ -214,3 +214,21 @@ def test_a_pool_dominated_only_by_a_family_without_quota_is_still_a_candidate() 
     p = problem([Workload("api", 2, 1, 2)], tbl=t)
     p = type(p)(**{**p.__dict__, "family_quotas": {"azure:dasv5": 0.0}})
     assert _pools_used(solve(p, time_limit_s=5)) == {"Standard_D4s_v5"}
+
+
+def test_a_positive_family_quota_caps_the_groups_vcpus_like_owned_capacity() -> None:
+    # the cheapest pool per core is the Standard family's; with 16 vCPUs of Standard quota, only
+    # two of its 8-vCPU nodes run and the rest goes to the dearer family the tenant may launch
+    cheap = _pool(AWS, "c6a.2xlarge", 8, 16, 0.30)
+    dear = _pool(AWS, "hpc6a.48xlarge", 96, 384, 2.88)
+    t = _table([cheap, dear])
+    ws = [Workload("api", 6, 3, 4, requirements=(Requirement.parse("node_class", "In", ("general", "hpc")),))]
+    free = problem(ws, tbl=t)
+    assert {n.pool.split("/")[1]: n.count for n in solve(free, time_limit_s=5).nodes} == {"c6a.2xlarge": 3}
+    p = type(free)(**{**free.__dict__, "family_quotas": {"aws:Standard": 16.0}})
+    res = solve(p, time_limit_s=5)
+    assert_valid(p, res)
+    counts = {n.pool.split("/")[1]: n.count for n in res.nodes}
+    assert counts.get("c6a.2xlarge", 0) * 8 <= 16
+    assert counts["hpc6a.48xlarge"] >= 1
+    assert sum(a.replicas for a in res.assignments) == 6
