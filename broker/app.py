@@ -124,7 +124,7 @@ class Broker:
         time_limit = self.time_budget(req_in, synchronous=synchronous)
         solve_s = time_limit.seconds if time_limit_s is None else max(0.0, min(time_limit.seconds, time_limit_s))
         cat = self.catalog()
-        request, problem, rightsizing = self._tenant_problem(
+        request, problem, rightsizing = self.problem_for(
             req_in, cat, tenant=tenant, exclude_sites=exclude_sites, current=current
         )
         table = problem.table
@@ -191,7 +191,7 @@ class Broker:
 
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
         cat = self.catalog()
-        request, problem, _ = self._tenant_problem(req_in, cat, tenant=tenant)
+        request, problem, _ = self.problem_for(req_in, cat, tenant=tenant)
         # a front is many solves in one synchronous answer: four budgets, within the sync cap
         limit = min(self.time_budget(req_in, synchronous=True).seconds * 4, TimeCaps.of(self.settings).sync_s)
         fronts = pareto_fronts(problem, time_limit_s=limit, options=self._solver_options(request))
@@ -222,7 +222,7 @@ class Broker:
         caps = TimeCaps.of(self.settings)
         return time_budget(req.time_limit_s, len(req.workloads), caps, synchronous=synchronous)
 
-    def _tenant_problem(
+    def problem_for(
         self,
         req_in: PlacementRequestIn,
         cat: Catalog,
