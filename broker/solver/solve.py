@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from broker.core.domain import Baseline, NodeAllocation, PlacementResult, StopReason
-from broker.core.pooltable import FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.errors import Infeasible, InvalidRequest
 from broker.solver.answer.disaggregate import disaggregate
 from broker.solver.answer.explain import explain_assignments
@@ -30,7 +30,7 @@ from broker.solver.model.layout import ModelInput
 from broker.solver.model.patterns import PatternNodes
 from broker.solver.options import SolverOptions
 from broker.solver.prepare.candidates import Prepared, prepare
-from broker.solver.prepare.classes import WorkloadClass, WorkloadData, build_classes
+from broker.solver.prepare.classes import SPOT, WorkloadClass, WorkloadData, build_classes
 from broker.solver.prepare.filters import NamedMask, minimal_conflict
 from broker.solver.prepare.lattice import common_step, round_down
 from broker.solver.problem import PlacementProblem
@@ -184,7 +184,7 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
     arrays = PoolArrays(prep.node_cost, vcpus, mem, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
     starts: list[ClassPlacement] = []
-    in_force = _in_force(workloads, usable_now)
+    in_force = _in_force(workloads, usable_now, baseline or {}, spot=t.cap_idx == SPOT)
     if in_force is not None:
         # a re-plan starts from the placement in force: with unchanged inputs nothing beats it,
         # and a neighbourhood that moves replicas must pay for the moves
@@ -417,15 +417,39 @@ def _quota_arrays(problem: PlacementProblem) -> dict[str, Any]:
     }
 
 
-def _in_force(workloads: list[WorkloadData], usable_now: list[tuple[int, int, int]]) -> Placement | None:
-    """The placement running now when it places every replica of the request on pools it may
-    still use (a re-plan of unchanged workloads), else None."""
-    placed = [0] * len(workloads)
-    for k, _p, r in usable_now:
-        placed[k] += r
-    if not usable_now or any(n != wd.w.replicas for n, wd in zip(placed, workloads, strict=True)):
+def _in_force(
+    workloads: list[WorkloadData], usable_now: list[tuple[int, int, int]], fallback: Placement, *, spot: BoolArray
+) -> Placement | None:
+    """The placement running now, brought to the request's replicas: a workload's replicas beyond
+    the request leave the pools where most of them run, its extra replicas join those where
+    fewest run (on-demand first, so spreads and spot caps hold where they can), and a workload
+    whose pools are all gone takes its place in `fallback` (the greedy start). None unless most
+    workloads (at least half) run on pools the request may still use: a re-plan, not a request
+    that names a few replicas running now. The search drops it if it breaks a rule."""
+    if 2 * len({k for k, _, _ in usable_now}) < max(len(workloads), 1):
         return None
-    return {(k, p): r for k, p, r in usable_now}
+    now: dict[int, dict[int, int]] = {}
+    for k, p, r in usable_now:
+        now.setdefault(k, {})[p] = now.get(k, {}).get(p, 0) + r
+    out: Placement = {}
+    for k, wd in enumerate(workloads):
+        pools = now.get(k)
+        if not pools:
+            mine = {key: r for key, r in fallback.items() if key[0] == k}
+            if not mine:
+                return None
+            out.update(mine)
+            continue
+        extra = wd.w.replicas - sum(pools.values())
+        for _ in range(abs(extra)):
+            if extra < 0:
+                p = max(pools, key=lambda q: (pools[q], q))
+                pools[p] -= 1
+            else:
+                p = min(pools, key=lambda q: (bool(spot[q]), pools[q], q))
+                pools[p] += 1
+        out.update({(k, p): r for p, r in pools.items() if r > 0})
+    return out
 
 
 def _to_classes(x: Placement, class_of: Any) -> ClassPlacement:
