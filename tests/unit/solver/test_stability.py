@@ -55,3 +55,20 @@ def test_a_replan_stays_on_an_equally_cheap_placement_in_force() -> None:
     assert_valid(p, res)
     assert [(a.pool, a.replicas) for a in res.assignments] == [(elsewhere, 4)]
     assert res.cost_per_hour == pytest.approx(fresh.cost_per_hour)
+
+
+def test_a_replan_that_scales_up_keeps_what_runs_and_adds_beside_it() -> None:
+    """The placement in force, brought to the new replica count, is the re-plan's start: the
+    running replicas stay and the new ones join them, where a fresh search would pick another
+    pool of the same price."""
+    od = CapacityType.ONDEMAND
+    tbl = tied_table([(0, "a", od, 0.1, None), (1, "b", od, 0.1, None), (2, "c", od, 0.1, None)])
+    fresh = solve(problem([Workload("api", 6, 1, 1)], tbl=tbl), time_limit_s=5)
+    picked = {a.pool for a in fresh.assignments}
+    elsewhere = next(pid for pid in tbl.pools.ids if pid not in picked)
+    p = problem([Workload("api", 6, 1, 1)], tbl=tbl)
+    p = dataclasses.replace(p, request=dataclasses.replace(p.request, current=(("api", elsewhere, 4),)))
+    res = solve(p, time_limit_s=5)
+    assert_valid(p, res)
+    assert [(a.pool, a.replicas) for a in res.assignments] == [(elsewhere, 6)]
+    assert any(w.startswith("moves: 0 of 4") for w in res.warnings)
