@@ -8,8 +8,6 @@ rq queue of broker/jobs) can replace it without touching the routes or the job l
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -21,6 +19,7 @@ from broker.catalog.refresh import PROVIDERS, provider_regions, refresh
 from broker.db.price_models import PricingJobRow
 from broker.db.session import transaction
 from broker.errors import NotFound
+from broker.ids import new_price_refresh_id
 from broker.settings import Settings
 
 log = logging.getLogger("broker.pricing")
@@ -80,7 +79,7 @@ class RefreshJobs:
             if name in PROVIDERS:
                 provider_regions(self._factory, name, regions)
         params = {"provider": provider, "regions": list(regions or []), "endpoint": endpoint}
-        job_id = f"prj_{int(time.time() * 1000):x}{os.urandom(6).hex()}"
+        job_id = new_price_refresh_id()
         with transaction(self._factory) as s:
             row = PricingJobRow(
                 id=job_id, kind="price-refresh", status="queued", params=params, created_at=datetime.now(UTC)

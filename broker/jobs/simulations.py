@@ -20,8 +20,9 @@ from sqlalchemy import delete, func, select, update
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound, QueueUnavailable
+from broker.ids import new_simulation_id
 from broker.jobs.queue import JobQueue, submit
-from broker.jobs.store import SUBMITTED_AT, JobStore, new_job_id
+from broker.jobs.store import SUBMITTED_AT, JobStore
 from broker.problems import error_problem, internal_problem
 from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
@@ -130,7 +131,7 @@ class SimulationService:
         """A queued simulation and the job that runs it: (simulation, job id)."""
         names = list(policies) if policies is not None else list(DEFAULT_POLICIES)
         fleet = self.validate(fleet_doc, policies=names, days=days, seed=seed)
-        sid = "sim_" + new_job_id()[4:]
+        sid = new_simulation_id()
         request = {"fleet": fleet_doc, "policies": names, "days": days or fleet.days, "seed": fleet.seed}
         with transaction(self.broker.sessions) as s:
             row = SimulationRow(

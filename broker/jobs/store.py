@@ -8,9 +8,7 @@ runner first claims it (queued -> running in one UPDATE), and only one claim win
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,6 +21,7 @@ from broker.db.service_models import JobRow
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, NotFound, RunnerStopped
+from broker.ids import new_job_id
 from broker.observability import tenant_var
 from broker.placements.documents import placement_document
 from broker.problems import error_problem, internal_problem
@@ -43,10 +42,6 @@ SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements", "simulation": "/v1/simulations
 HEARTBEAT_EVERY_S = 15.0
 HEARTBEAT_STALE = timedelta(seconds=120)
 ABANDONED_CHECK_S = 30.0
-
-
-def new_job_id() -> str:
-    return f"job_{int(time.time() * 1000):x}{os.urandom(8).hex()}"
 
 
 def describe(row: JobRow) -> dict[str, Any]:
