@@ -10,11 +10,12 @@ worker heartbeats and `rq info` for operators, and enqueues in about 0.3 ms
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
 
 from broker.errors import QueueUnavailable
-from broker.jobs.store import JobStore, run_job
+from broker.jobs.store import JobStore
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -50,8 +51,9 @@ class InProcessQueue:
 
     kind = "in-process"
 
-    def __init__(self, broker: Broker, *, threads: int = 1) -> None:
+    def __init__(self, broker: Broker, run: Callable[[Broker, str], str], *, threads: int = 1) -> None:
         self._broker = broker
+        self._run_job = run  # runner.run_job
         self._store = JobStore(broker.sessions)
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
@@ -64,7 +66,7 @@ class InProcessQueue:
 
     def _run(self, job_id: str) -> None:
         try:
-            run_job(self._broker, job_id)
+            self._run_job(self._broker, job_id)
         except Exception:  # the pool swallows exceptions silently; log them instead
             log.exception("job %s could not be run", job_id)
 
@@ -149,9 +151,3 @@ def submit(queue: JobQueue, store: JobStore, job_id: str) -> None:
         if store.withdraw(job_id):
             raise
         log.info("job %s was claimed although queueing it failed; it stays", job_id)
-
-
-def make_queue(broker: Broker) -> JobQueue:
-    if broker.settings.redis_url:
-        return RedisQueue(broker.settings)
-    return InProcessQueue(broker)
