@@ -31,7 +31,6 @@ from api.routes import (
     usage,
 )
 from broker.app import Broker
-from broker.catalog.refresh_jobs import ThreadRunner
 from broker.db.session import unreachable
 from broker.errors import DatabaseUnavailable, QueueUnavailable
 from broker.jobs.queue import JobQueue
@@ -86,8 +85,7 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
-        finally:  # after middleware's shutdown: no job runs on the Broker any more
-            app.state.price_refresh.close()
+        finally:  # after middleware's shutdown (it closes the job queue): no job runs on the Broker any more
             if owned:
                 the_broker.close()
 
@@ -107,7 +105,6 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
         lifespan=lifespan,
     )
     app.state.broker = the_broker
-    app.state.price_refresh = ThreadRunner()  # POST /v1/pricing/refresh runs here, one at a time
     errors.install(app)
     middleware.install(app)  # auth, idempotency, jobs, metrics, limits (docs/operations.md)
     for router in ROUTERS:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
-from broker.jobs import simulations
+from broker.db.service_models import JobRow
+from broker.jobs import price_refresh, simulations
 from broker.jobs.store import KIND_PLACEMENT
 from broker.placements.documents import placement_document
 
@@ -31,21 +32,22 @@ def _nothing_else(s: Session, request: Any, problem: dict[str, Any], now: dateti
 class JobKind:
     name: str
     submitted_at: str
-    handler: Callable[[Broker, str, dict[str, Any]], dict[str, Any]]  # (broker, tenant, request) -> result
+    handler: Callable[[Broker, JobRow], dict[str, Any]]  # the job's result document
     fails_with_job: Callable[[Session, Any, dict[str, Any], datetime], None] = _nothing_else
+    lane: str = ""  # jobs of one lane run apart from the others on the API process's threads
 
     def abandoned(self, s: Session, request: Any, problem: dict[str, Any], now: datetime) -> None:
         self.fails_with_job(s, request, problem, now)
 
 
-def _place(broker: Broker, tenant: str, request: dict[str, Any]) -> dict[str, Any]:
+def _place(broker: Broker, job: JobRow) -> dict[str, Any]:
     # nobody holds a connection open for a job: it gets the asynchronous cap
-    placement, _stored = broker.place(request, tenant=tenant, synchronous=False)
+    placement, _stored = broker.place(job.request, tenant=job.tenant, synchronous=False)
     return placement_document(placement)
 
 
-def _simulate(broker: Broker, tenant: str, request: dict[str, Any]) -> dict[str, Any]:
-    return simulations.run_simulation_job(broker, request)
+def _simulate(broker: Broker, job: JobRow) -> dict[str, Any]:
+    return simulations.run_simulation_job(broker, job.request)
 
 
 KINDS: dict[str, JobKind] = {
@@ -53,5 +55,11 @@ KINDS: dict[str, JobKind] = {
     for k in (
         JobKind(KIND_PLACEMENT, "/v1/placements", _place),
         JobKind(simulations.KIND_SIMULATION, simulations.SUBMITTED_AT, _simulate, simulations.fail_with_job),
+        JobKind(
+            price_refresh.KIND_PRICE_REFRESH,
+            price_refresh.SUBMITTED_AT,
+            price_refresh.run_price_refresh,
+            lane=price_refresh.LANE,
+        ),
     )
 }

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker.errors import BrokerError
 from broker.jobs.kinds import KINDS
 from broker.jobs.queue import InProcessQueue, JobQueue, RedisQueue
-from broker.jobs.store import ABANDONED_CHECK_S, JobStore
+from broker.jobs.store import ABANDONED_CHECK_S, FailedWithResult, JobStore
 from broker.observability import tenant_var
 from broker.problems import error_problem, internal_problem
 
@@ -39,7 +39,10 @@ def run_job(broker: Broker, job_id: str) -> str:
         if kind is None:  # a row of a kind this version does not know (written by a newer one)
             raise BrokerError(f"job {job_id} is of an unknown kind {row.kind!r}")
         with store.heartbeat(job_id):  # while it runs: a runner that dies stops beating
-            doc = kind.handler(broker, row.tenant, row.request)
+            doc = kind.handler(broker, row)
+    except FailedWithResult as exc:
+        store.finish(job_id, result=exc.result, error=error_problem(exc.error, instance=instance))
+        return "failed"
     except BrokerError as exc:
         store.finish(job_id, result=None, error=error_problem(exc, instance=instance))
         return "failed"
@@ -80,4 +83,4 @@ def make_queue(broker: Broker) -> JobQueue:
     """rq on Redis when configured (`broker worker` runs the jobs), else this process's threads."""
     if broker.settings.redis_url:
         return RedisQueue(broker.settings)
-    return InProcessQueue(broker, run_job)
+    return InProcessQueue(broker, run_job, lanes={k.name: k.lane for k in KINDS.values() if k.lane})

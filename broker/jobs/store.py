@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.service_models import JobRow
 from broker.db.session import transaction
-from broker.errors import NotFound, RunnerStopped
+from broker.errors import BrokerError, NotFound, RunnerStopped
 from broker.ids import new_job_id
 from broker.problems import error_problem
 
@@ -34,6 +34,15 @@ KIND_PLACEMENT = "placement"
 HEARTBEAT_EVERY_S = 15.0
 HEARTBEAT_STALE = timedelta(seconds=120)
 ABANDONED_CHECK_S = 30.0
+
+
+class FailedWithResult(Exception):
+    """A job that failed with a result worth keeping (a price refresh: every provider's outcome,
+    some of them failed); `error` becomes the job's problem document."""
+
+    def __init__(self, error: BrokerError, result: dict[str, Any]) -> None:
+        super().__init__(str(error))
+        self.error, self.result = error, result
 
 
 class Abandoning(Protocol):
@@ -100,9 +109,13 @@ class JobStore:
 
     def pending_ids(self) -> list[str]:
         """Jobs to (re)enqueue after a restart: the queued ones."""
+        return [job_id for job_id, _kind in self.pending()]
+
+    def pending(self) -> list[tuple[str, str]]:
+        """The queued jobs, oldest first: (id, kind)."""
         with self._sessions() as s:
-            q = select(JobRow.id).where(JobRow.status == "queued")
-            return list(s.scalars(q.order_by(JobRow.created_at)))
+            q = select(JobRow.id, JobRow.kind).where(JobRow.status == "queued")
+            return [(job_id, kind) for job_id, kind in s.execute(q.order_by(JobRow.created_at))]
 
     def depth(self) -> int:
         with self._sessions() as s:
