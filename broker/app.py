@@ -12,7 +12,6 @@ import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
-from ulid import ULID
 
 from broker.catalog import store as catalog_mod
 from broker.catalog.latency_measurements import MeasurementStore
@@ -24,6 +23,7 @@ from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, Tr
 from broker.db.session import make_engine, migrate, preparing, session_factory, transaction
 from broker.errors import InvalidRequest
 from broker.finops.ledger import team_costs
+from broker.ids import new_placement_id
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
@@ -37,11 +37,6 @@ from broker.settings import Settings
 from broker.solver import PlacementProblem, SolverOptions, WorkLimits, solve
 from broker.solver_runtime import prepare_process, solver_options
 from broker.usage.service import UsageStore
-
-
-def new_placement_id() -> str:
-    """Time-ordered id: 'pl_' + a ULID (48-bit ms timestamp, 80 random bits, Crockford base32)."""
-    return f"pl_{ULID()}"
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:

@@ -15,7 +15,21 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from broker.cli import remote
+from broker.cli import (
+    admin,
+    dispatch,
+    export,
+    finops,
+    forecast,
+    latency,
+    multicluster,
+    operator,
+    pricing,
+    remote,
+    simulate,
+    sites,
+    usage,
+)
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
@@ -258,31 +272,25 @@ def _print_over_budget(exc: OverBudget, fmt: OutputFormat, name: str) -> None:
         print(render_over_budget_markdown(name, exc.detail, budget if isinstance(budget, dict) else None))
 
 
-# Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = [
-    "admin",
-    "pricing",
-    "sites",
-    "export",
-    "finops",
-    "dispatch",
-    "usage",
-    "forecast",
-    "operator",
-    "multicluster",
-    "latency",
-    "simulate",
-]
-
-
-def _register_command_modules() -> None:
-    import importlib
-
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"broker.cli.{name}").register(app)
-
-
-_register_command_modules()
+# Command groups beyond the core ones above, each module's `register(app)`. Their order matters
+# only if two took one name (the later would replace the earlier): tests/unit/cli/
+# test_command_groups.py fails then, and when a module's `register` is missing here
+COMMAND_GROUPS = (
+    admin.register,
+    pricing.register,
+    sites.register,
+    export.register,
+    finops.register,
+    dispatch.register,
+    usage.register,
+    forecast.register,
+    operator.register,
+    multicluster.register,
+    latency.register,
+    simulate.register,
+)
+for register in COMMAND_GROUPS:
+    register(app)
 
 
 def main() -> None:

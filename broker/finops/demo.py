@@ -13,9 +13,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from broker.app import Broker, new_placement_id, parse_request
+from broker.app import Broker, parse_request
 from broker.core.placement import Placement
 from broker.db.session import transaction
+from broker.ids import new_placement_id
 from broker.placements.store import PlacementStore
 
 _EU = {"name": "eu-users", "lat": 50.11, "lon": 8.68}

@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
 
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound, QueueUnavailable
+from broker.ids import new_simulation_id
 from broker.jobs.queue import JobQueue, submit
-from broker.jobs.store import SUBMITTED_AT, JobStore, new_job_id
+from broker.jobs.store import JobStore
 from broker.problems import error_problem, internal_problem
 from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.simulations")
 KIND_SIMULATION = "simulation"
+SUBMITTED_AT = "/v1/simulations"  # where a simulation is asked for: a failed one's problem `instance`
 DEFAULT_POLICIES = ("kube-default", "cheapest-fit", "karpenter-like", "broker")
 # the stored per-step figures (the dashboard's plots); longer runs are stored hourly
 STORED_SERIES = (
@@ -130,7 +133,7 @@ class SimulationService:
         """A queued simulation and the job that runs it: (simulation, job id)."""
         names = list(policies) if policies is not None else list(DEFAULT_POLICIES)
         fleet = self.validate(fleet_doc, policies=names, days=days, seed=seed)
-        sid = "sim_" + new_job_id()[4:]
+        sid = new_simulation_id()
         request = {"fleet": fleet_doc, "policies": names, "days": days or fleet.days, "seed": fleet.seed}
         with transaction(self.broker.sessions) as s:
             row = SimulationRow(
@@ -233,11 +236,11 @@ class SimulationService:
             self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})
             return "cancelled"
         except BrokerError as exc:  # the document POST would have answered with (as a failed job's error)
-            self._end(sid, "failed", error=error_problem(exc, instance=SUBMITTED_AT[KIND_SIMULATION]))
+            self._end(sid, "failed", error=error_problem(exc, instance=SUBMITTED_AT))
             return "failed"
         except Exception:  # a run must end with a status, whatever broke
             log.exception("simulation %s crashed", sid)
-            self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT[KIND_SIMULATION]))
+            self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT))
             return "failed"
         results = {
             "summary": summary_frame(sim.runs).to_dict("records"),
@@ -321,3 +324,13 @@ def run_simulation_job(broker: Broker, request: dict[str, Any]) -> dict[str, Any
     if status in ("failed", "cancelled"):  # the job fails with it; the simulation's row says why
         raise BrokerError(f"simulation {sid} {status}", simulation_id=sid, simulation_status=status)
     return {"simulation_id": sid, "status": status}
+
+
+def fail_with_job(s: Session, request: Any, problem: dict[str, Any], now: datetime) -> None:
+    """An abandoned simulation job's simulation fails with it (in the job's transaction)."""
+    if isinstance(request, dict) and request.get("simulation_id"):
+        s.execute(
+            update(SimulationRow)
+            .where(SimulationRow.id == str(request["simulation_id"]), SimulationRow.status.in_(("queued", "running")))
+            .values(status="failed", error=problem, finished_at=now)
+        )
