@@ -1,4 +1,4 @@
-"""Migration 0028: price refreshes stored in `pricing_jobs` become jobs of kind "price-refresh",
+"""Migration 0029: price refreshes stored in `pricing_jobs` become jobs of kind "price-refresh",
 answered by GET /v1/pricing/jobs/{id} as before; one left running is failed as abandoned."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.integration.service_support import open_broker
 
 @pytest.mark.both_backends
 def test_pricing_jobs_stored_before_0028_are_price_refresh_jobs(db_url: str) -> None:
-    downgrade(db_url, "0026")
+    downgrade(db_url, "0028")
     engine = sa.create_engine(db_url)
     insert = sa.text(
         "INSERT INTO pricing_jobs (id, kind, status, params, result, error, created_at, finished_at)"
@@ -52,7 +52,7 @@ def test_price_refresh_jobs_go_back_to_pricing_jobs_on_downgrade(db_url: str) ->
             ),
             {"req": '{"provider": "gcp", "regions": [], "endpoint": null}', "err": '{"detail": "gcp: no"}'},
         )
-    downgrade(db_url, "0026")
+    downgrade(db_url, "0028")
     with engine.connect() as c:
         row = c.execute(sa.text("SELECT status, error FROM pricing_jobs WHERE id = 'job_x'")).one()
         assert tuple(row) == ("failed", "gcp: no")

@@ -1,7 +1,7 @@
 """price refreshes are jobs: pricing_jobs rows move to jobs (kind "price-refresh"), the table goes
 
-Revision ID: 0028
-Revises: 0026
+Revision ID: 0029
+Revises: 0028
 Create Date: 2026-12-07
 """
 
@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0028"
-down_revision = "0026"
+revision = "0029"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
