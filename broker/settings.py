@@ -70,7 +70,12 @@ class Settings(BaseSettings):
     async_time_limit_s: float = Field(300.0, gt=0)
     # (workloads, seconds) points of the default budget, interpolated on log-log axes; flat
     # below the first point, the last segment's slope above the last (derived in docs/operations.md)
-    default_time_budget: Annotated[list[tuple[int, float]], NoDecode] = [(100, 10.0), (300, 20.0), (3000, 30.0), (20000, 120.0)]
+    default_time_budget: Annotated[list[tuple[int, float]], NoDecode] = [
+        (100, 10.0),
+        (300, 20.0),
+        (3000, 30.0),
+        (20000, 120.0),
+    ]
     # before the two caps there was one for every request; set, it still caps both
     solve_time_limit_s: float | None = Field(None, gt=0)
     mip_idle_exit_s: float = 600.0  # a solver MIP child without a MIP for this long exits (docs/solver.md)
