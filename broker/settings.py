@@ -30,7 +30,7 @@ def default_database_url() -> str:
 # as JSON only and fail with a traceback naming no variable; these are decoded by the validators
 # below (NoDecode), so a malformed value is a ValidationError naming the field and this form.
 PATH_LIST_FORM = f"folders separated by {os.pathsep!r} (/srv/fleet{os.pathsep}/etc/broker) or a JSON list of strings"
-NETWORK_LIST_FORM = 'CIDRs separated by commas (10.0.0.0/8,192.168.0.0/16) or a JSON list of strings'
+NETWORK_LIST_FORM = "CIDRs separated by commas (10.0.0.0/8,192.168.0.0/16) or a JSON list of strings"
 BUDGET_FORM = "a JSON list of [workloads, seconds] points, such as [[100,10],[3000,30]]"
 WEIGHTS_FORM = 'a JSON object of tenant -> weight, such as {"team-a": 2, "team-b": 1}'
 
