@@ -51,12 +51,18 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
     workers: Annotated[int, typer.Option(help="worker processes")] = 1,
 ) -> None:
-    """Migrate the database, load the catalog if empty, serve the API."""
+    """Migrate the database, load the catalog if empty, serve the API. Exit 2 when the address
+    cannot be listened on (the port in use, a host that is not this machine's): checked first."""
     import uvicorn
 
+    from broker.cli.listening import check_address_or_exit
+
+    _ = edge(ctx).settings  # a malformed setting: its one line before anything else
+    check_address_or_exit(host, port)
     with err.status("preparing database and catalog (first start loads ~190k prices)..."):
         cat = edge(ctx).broker().catalog()
     err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
+    check_address_or_exit(host, port)  # again: preparing took seconds, something may have taken it since
     err.print(f"serving on http://{host}:{port}  (docs at /docs)")
     # by import string, so the CLI (broker layer) does not import the api layer. Each server
     # process builds its own Broker there (api.main); this one only prepared the database
