@@ -56,7 +56,7 @@ def _render(width: int) -> str:
 def test_at_80_columns_every_instance_and_capacity_type_is_whole_on_its_row() -> None:
     text = _render(80)
     assert max(len(line) for line in text.splitlines() if line.startswith(("│", "┃"))) <= 80
-    for workload, pool, _, _ in POOLS:
+    for _, pool, _, _ in POOLS:
         _, instance, capacity = split_pool(pool)
         rows = [line for line in text.splitlines() if f" {instance} " in line]
         assert rows and any(f" {capacity} " in row for row in rows), (instance, text)
