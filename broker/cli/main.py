@@ -136,10 +136,22 @@ def place(
             "exit 1 when it has not",
         ),
     ] = remote.DEFAULT_JOB_TIMEOUT_S,
+    reproducible: Annotated[
+        bool,
+        typer.Option(
+            "--reproducible",
+            help='solve as the request\'s "reproducible": true: the search ends on work limits, not the clock, '
+            "so the same request gets the same placement and cost on every run and machine (a CI gate's "
+            "answer); slower on big requests. Without it an answer not proven optimal warns that it depends "
+            "on the clock",
+        ),
+    ] = False,
     tenant: Tenant = "default",
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
-    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
+    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker.
+
+    For a CI gate, use --reproducible: the same request then gets the same answer on every run."""
     doc: Any = None
     if server is not None and getattr(ctx.get_parameter_source("tenant"), "name", None) == "COMMANDLINE":
         raise typer.BadParameter(
@@ -148,6 +160,8 @@ def place(
         )
     try:
         doc = _read_request(file)
+        if reproducible and isinstance(doc, dict):  # not a mapping: the request's own validation says so
+            doc = {**doc, "reproducible": True}
         if server is not None:  # an empty one too: it is an error, not an embedded run
             with remote.client(remote.root_url(server), remote.auth(edge(ctx).settings.api_key)) as http:
                 previous = remote.previous(http, str(doc.get("name", ""))) if isinstance(doc, dict) else None
