@@ -89,7 +89,10 @@ def _print_summary(out: Console, label: str, scores: dict[str, Scores], per_day:
     if "selected" not in scores:
         return
     best = best_fixed_rule(scores, FIXED_RULES)
-    ratio = lambda to: scores["selected"].mae / scores[to].mae if scores[to].mae else float("nan")  # noqa: E731
+
+    def ratio(to: str) -> float:
+        return scores["selected"].mae / scores[to].mae if scores[to].mae else float("nan")
+
     days = f"per day {', '.join(f'{r:.3f}' for r in per_day)}; pooled " if per_day else ""
     out.print(
         f"{label}selected MAE / seasonal-naive: {days}{ratio('seasonal_naive'):.3f}; "
