@@ -46,6 +46,18 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+def _slowdown() -> float:
+    """How much slower than idle a one-thread run goes now: the runnable processes (the 1-minute
+    load) and this one sharing the cores. 1 where the load cannot be read."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return max(1.0, (load + 1) / (os.cpu_count() or 1))
+
+
 def _policy_names() -> set[str]:
     from broker.simulate.policies import POLICIES
 
@@ -115,7 +127,7 @@ def register(app: typer.Typer) -> None:
                 usage = traces(doc.traces, fleet.parent)
             # said once the whole input is checked (run_simulation validates it all first), before
             # the first replay starts
-            estimate = estimate_run(doc, names, doc.days if days is None else days).describe()
+            estimate = estimate_run(doc, names, doc.days if days is None else days).describe(_slowdown())
             known = [n for n in dict.fromkeys(names) if n in _policy_names()]
             started = datetime.now(UTC)
             columns = (

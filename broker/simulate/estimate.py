@@ -16,11 +16,12 @@ from broker.simulate.fleet import STEPS_PER_DAY, FleetIn
 # karpenter-like measured within 2x of each other at 43 and 5,000 workloads)
 BASELINE_STEP_S = 5e-4
 BASELINE_WORKLOAD_STEP_S = 2.2e-7
-# the broker policy's work between solves (re-sizing, relieving, realising answers), per workload-step
+# the broker policy: once per run (its forecast model trained on the history), its work between
+# solves per workload-step (re-sizing, relieving, realising answers), and one solve on work limits
+# (a fixed part and a part per workload), never longer than the fleet's time_limit_s
+BROKER_ONCE_S = 25.0
 BROKER_WORKLOAD_STEP_S = 3.6e-6
-# one broker solve on work limits: a fixed part and a part per workload (measured on the shipped
-# fleet and at 5,000 workloads); a solve never runs past the fleet's time_limit_s
-SOLVE_S = 20.0
+SOLVE_S = 12.0
 SOLVE_WORKLOAD_S = 0.002
 
 
@@ -29,16 +30,25 @@ class RunEstimate:
     steps: int
     workloads: int
     policies: int
-    solves: int  # the broker policy's planned solves (opening, re-plans, events); 0 without it
-    seconds: float  # expected at rest
-    most_seconds: float  # every solve running to its time_limit_s
+    solves: int  # the broker policy's re-plan solves (opening and timer); 0 without it
+    seconds: float  # expected on an idle machine
+    most_seconds: float  # every solve running to its time_limit_s, and one more per event
 
-    def describe(self) -> str:
+    def describe(self, slowdown: float = 1.0) -> str:
+        """`slowdown`: how much slower than idle the machine runs now (its load, from the caller)."""
         what = f"{self.workloads} workloads x {self.steps} steps x {self.policies} policies"
         if self.solves:
             what += f", about {self.solves} broker solve{'s' if self.solves != 1 else ''}"
-        most = f", at most about {_duration(self.most_seconds)}" if self.most_seconds > 1.5 * self.seconds else ""
-        return f"{what}: expect about {_duration(self.seconds)} on 2 idle cores{most}; longer on a loaded machine"
+        if slowdown > 1.2:
+            expect = (
+                f"about {_duration(self.seconds * slowdown)} at this machine's load ({_duration(self.seconds)} idle)"
+            )
+        else:
+            expect = f"about {_duration(self.seconds)}"
+        most = self.most_seconds * max(slowdown, 1.0)
+        if most > 1.5 * self.seconds * max(slowdown, 1.0):
+            expect += f", at most about {_duration(most)}"
+        return f"{what}: expect {expect}"
 
 
 def _duration(seconds: float) -> str:
@@ -48,20 +58,23 @@ def _duration(seconds: float) -> str:
 
 
 def planned_solves(fleet: FleetIn, days: float) -> int:
-    """The broker policy's solves known before the run: the opening placement, one re-plan every
-    `replan_hours`, and one per event that makes it re-plan (a price change, an outage and its
-    recovery, a surge's start and end). Usage-driven re-sizes come on top, unknown in advance."""
-    hours = days * 24
-    cfg = fleet.policies.broker
-    solves = 1 + math.floor(hours / cfg.replan_hours)
-    ev = fleet.events
+    """The broker policy's solves known before the run: the opening placement and one re-plan every
+    `replan_hours` (a re-plan on an event resets that clock, so events add few)."""
+    return 1 + math.floor(days * 24 / fleet.policies.broker.replan_hours + 1e-9)
+
+
+def _events(fleet: FleetIn, days: float) -> int:
+    """Events that may make the broker re-plan: a price change, an outage and its recovery, a surge's
+    start and end (each counted once more in the "at most" figure)."""
+    hours, ev = days * 24, fleet.events
+    n = 0
     if ev.spot_price_change is not None and ev.spot_price_change.enabled and ev.spot_price_change.at_hours < hours:
-        solves += 1
+        n += 1
     if ev.site_outage is not None and ev.site_outage.enabled and ev.site_outage.at_hours < hours:
-        solves += 2
+        n += 2
     if ev.surge is not None and ev.surge.enabled and ev.surge.day * 24 < hours:
-        solves += 2
-    return solves
+        n += 2
+    return n
 
 
 def estimate_run(fleet: FleetIn, policies: Sequence[str], days: float) -> RunEstimate:
@@ -75,8 +88,8 @@ def estimate_run(fleet: FleetIn, policies: Sequence[str], days: float) -> RunEst
             seconds, most = seconds + baseline, most + baseline
             continue
         solves = planned_solves(fleet, days)
-        between = steps * BROKER_WORKLOAD_STEP_S * n
+        rest = BROKER_ONCE_S + steps * BROKER_WORKLOAD_STEP_S * n
         limit = fleet.policies.broker.time_limit_s
-        seconds += between + solves * min(SOLVE_S + SOLVE_WORKLOAD_S * n, limit)
-        most += between + solves * limit
+        seconds += rest + solves * min(SOLVE_S + SOLVE_WORKLOAD_S * n, limit)
+        most += rest + (solves + _events(fleet, days)) * limit
     return RunEstimate(steps, n, len(policies), solves, seconds, most)

@@ -134,7 +134,7 @@ def test_simulate_says_up_front_how_long_it_will_take(small_fleet: Path) -> None
     said = [line for line in r.output.splitlines() if line.startswith("replaying ")]
     assert len(said) == 1, r.output
     assert said[0].startswith("replaying 11 workloads x 29 steps x 2 policies, about 1 broker solve: ")
-    assert "expect about " in said[0] and "on 2 idle cores" in said[0]
+    assert ": expect about " in said[0]
     assert r.output.index(said[0]) < r.output.index("spend $")  # before the run's figures
 
 
