@@ -59,7 +59,8 @@ def serve(
 
     _ = edge(ctx).settings  # a malformed setting: its one line before anything else
     check_address_or_exit(host, port)
-    with err.status("preparing database and catalog (the first start loads ~190k prices: about 10 s on an idle machine)..."):
+    first = "the first start loads ~190k prices: about 10 s on an idle machine"
+    with err.status(f"preparing database and catalog ({first})..."):
         cat = edge(ctx).broker().catalog()
     err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
     check_address_or_exit(host, port)  # again: preparing took seconds, something may have taken it since
