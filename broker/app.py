@@ -31,7 +31,7 @@ from broker.placements.family_quotas import FamilyQuotas
 from broker.placements.request_documents import PlacementRequestIn
 from broker.placements.rightsizing import Rightsizing, apply_demand
 from broker.placements.store import PlacementStore
-from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget
+from broker.placements.time_budget import TimeBudget, TimeCaps, clock_warning, time_budget
 from broker.problems import field_errors
 from broker.settings import Settings
 from broker.solver import PlacementProblem, SolverOptions, WorkLimits, solve
@@ -132,6 +132,14 @@ class Broker:
 
         if (stale := stale_warning(prices)) is not None:  # once per answer, where users look
             result = replace(result, warnings=(*result.warnings, stale))
+        clock = clock_warning(
+            status=result.status,
+            stop_reason=result.stop_reason,
+            gap_pct=result.gap_pct,
+            reproducible=request.reproducible,
+        )
+        if clock is not None:
+            result = replace(result, warnings=(*result.warnings, clock))
         placement = Placement(
             name=request.name,
             tenant=tenant,

@@ -65,12 +65,19 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
     workers: Annotated[int, typer.Option(help="worker processes")] = 1,
 ) -> None:
-    """Migrate the database, load the catalog if empty, serve the API."""
+    """Migrate the database, load the catalog if empty, serve the API. Exit 2 when the address
+    cannot be listened on (the port in use, a host that is not this machine's): checked first."""
     import uvicorn
 
-    with err.status("preparing database and catalog (first start loads ~190k prices)..."):
+    from broker.cli.listening import check_address_or_exit
+
+    _ = edge(ctx).settings  # a malformed setting: its one line before anything else
+    check_address_or_exit(host, port)
+    first = "the first start loads ~190k prices: about 10 s on an idle machine"
+    with err.status(f"preparing database and catalog ({first})..."):
         cat = edge(ctx).broker().catalog()
     err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
+    check_address_or_exit(host, port)  # again: preparing took seconds, something may have taken it since
     err.print(f"serving on http://{host}:{port}  (docs at /docs)")
     # by import string, so the CLI (broker layer) does not import the api layer. Each server
     # process builds its own Broker there (api.main); this one only prepared the database
@@ -144,10 +151,22 @@ def place(
             "exit 1 when it has not",
         ),
     ] = remote.DEFAULT_JOB_TIMEOUT_S,
+    reproducible: Annotated[
+        bool,
+        typer.Option(
+            "--reproducible",
+            help='solve as the request\'s "reproducible": true: the search ends on work limits, not the clock, '
+            "so the same request gets the same placement and cost on every run and machine (a CI gate's "
+            "answer); slower on big requests. Without it an answer not proven optimal warns that it depends "
+            "on the clock",
+        ),
+    ] = False,
     tenant: Tenant = "default",
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
-    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
+    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker.
+
+    For a CI gate, use --reproducible: the same request then gets the same answer on every run."""
     doc: Any = None
     if server is not None and getattr(ctx.get_parameter_source("tenant"), "name", None) == "COMMANDLINE":
         raise typer.BadParameter(
@@ -156,6 +175,8 @@ def place(
         )
     try:
         doc = _read_request(file)
+        if reproducible and isinstance(doc, dict):  # not a mapping: the request's own validation says so
+            doc = {**doc, "reproducible": True}
         if server is not None:  # an empty one too: it is an error, not an embedded run
             with remote.client(remote.root_url(server), remote.auth(edge(ctx).settings.api_key)) as http:
                 previous = remote.previous(http, str(doc.get("name", ""))) if isinstance(doc, dict) else None

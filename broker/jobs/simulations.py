@@ -29,7 +29,7 @@ from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
 from broker.simulate.metrics import events_frame, series_frame, summary_frame
 from broker.simulate.policies import POLICIES
-from broker.simulate.run import check_policies, invalid_summary, prepare, run_simulation
+from broker.simulate.run import Simulation, check_policies, invalid_summary, prepare, run_simulation
 from broker.solver_runtime import solver_options
 from pricing.traces import read_usage_traces
 
@@ -75,6 +75,8 @@ def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
         # a cancel asked for and not yet taken: the run stops at its next progress write
         "cancel_requested": bool(row.cancel_requested) and row.status in ("queued", "running"),
         "warnings": row.warnings,  # small, and a reason to doubt a run: listed too
+        # who ran it: the API's job, or `broker simulate --store` (the CLI ran it and stored it here)
+        "source": row.request.get("source", "api"),
     }
     if results:
         out.update(summary=row.summary, series=row.series, events=row.events)
@@ -151,6 +153,38 @@ class SimulationService:
             out = describe(row, results=False)
         job = JobStore(self.broker.sessions).create(tenant=tenant, request={"simulation_id": sid}, kind=KIND_SIMULATION)
         return out, str(job["id"])
+
+    def store_finished(
+        self, sim: Simulation, fleet_doc: Any, *, tenant: str, policies: builtins.list[str], started_at: datetime
+    ) -> dict[str, Any]:
+        """A run the CLI made (`broker simulate --store`), stored as a succeeded simulation with
+        the same results an API run stores, so GET /v1/simulations and the dashboard show it."""
+        sid = "sim_" + new_job_id()[4:]
+        request = {
+            "fleet": fleet_doc,
+            "policies": policies,
+            "days": sim.days,
+            "seed": sim.fleet.seed,
+            "source": "cli",
+        }
+        now = datetime.now(UTC)
+        with transaction(self.broker.sessions) as s:
+            row = SimulationRow(
+                id=sid,
+                tenant=tenant,
+                name=sim.fleet.name,
+                status="succeeded",
+                cancel_requested=False,
+                request=request,
+                progress=1.0,
+                progress_detail="",
+                created_at=started_at,
+                started_at=started_at,
+                finished_at=now,
+                **_results(sim),
+            )
+            s.add(row)
+            return describe(row, results=False)
 
     def submit(self, queue: JobQueue, sid: str, job_id: str) -> None:
         """Queue the job of a simulation just created; when the queue cannot take it, the
@@ -242,13 +276,7 @@ class SimulationService:
             log.exception("simulation %s crashed", sid)
             self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT))
             return "failed"
-        results = {
-            "summary": summary_frame(sim.runs).to_dict("records"),
-            "series": _series(sim.runs),
-            "events": events_frame(sim.runs).to_dict("records"),
-            "warnings": sim.warnings,
-        }
-        return self._end(sid, "succeeded", results=results)
+        return self._end(sid, "succeeded", results=_results(sim))
 
     def _progress(self, sid: str, n_policies: int) -> Any:
         seen: list[str] = []
@@ -300,6 +328,16 @@ def _within(exc: InvalidRequest, prefix: list[Any], *, days_given: bool = False)
         where = ["body", "days"] if loc == ["days"] and days_given else [*prefix, *loc]
         errors.append({**e, "loc": where})
     return InvalidRequest(exc.detail, errors=errors)
+
+
+def _results(sim: Simulation) -> dict[str, Any]:
+    """What a finished run stores (SimulationRow's result columns)."""
+    return {
+        "summary": summary_frame(sim.runs).to_dict("records"),
+        "series": _series(sim.runs),
+        "events": events_frame(sim.runs).to_dict("records"),
+        "warnings": sim.warnings,
+    }
 
 
 def _series(runs: list[Any]) -> dict[str, Any]:

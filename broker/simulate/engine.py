@@ -81,6 +81,8 @@ def simulate(
         tenant_weights=[t.weight for t in fleet.tenants],
     )
 
+    if progress is not None:  # the policy starts now: its opening placement can be its longest step
+        progress(0, scenario.steps)
     # the opening placement: the fleet is running when the replay starts
     c.instant = True
     for k, n in enumerate(base.tolist()):
