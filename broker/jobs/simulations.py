@@ -159,7 +159,7 @@ class SimulationService:
     ) -> dict[str, Any]:
         """A run the CLI made (`broker simulate --store`), stored as a succeeded simulation with
         the same results an API run stores, so GET /v1/simulations and the dashboard show it."""
-        sid = "sim_" + new_job_id()[4:]
+        sid = new_simulation_id()
         request = {
             "fleet": fleet_doc,
             "policies": policies,
