@@ -93,6 +93,7 @@ def column_generation(st: SearchState) -> None:
                 m.tighten()
                 values.clear()
                 continue
+            st.priced_out = max(st.priced_out, st.z_lp)
             if cut_rounds < opts.pattern_cut_rounds and separate(st, lp, until=st.until(1 - opts.cg_end)) > 0:
                 cut_rounds += 1
                 continue

@@ -121,6 +121,7 @@ def result(st: SearchState) -> SearchResult | None:
             (st.lagrangian, BoundKind.LAGRANGIAN),
             (fallback, BoundKind.NODE_SHARE),
             (st.loose_bound, BoundKind.LOOSE_LP),
+            (st.priced_out, BoundKind.LP),  # before cuts that restarted column generation
         )
     # HiGHS' dual bound carries solver tolerances; never claim more than is proven
     lower = min(lower * (1 - 1e-9), value)
@@ -129,7 +130,7 @@ def result(st: SearchState) -> SearchResult | None:
         x=x,
         objective=value,
         lower_bound=lower,
-        proven=st.converged,
+        proven=st.converged or kind == BoundKind.LP,
         pools_considered=len(st.m.pools),
         lp_rounds=st.rounds,
         out_of_time=st.out_of_time,

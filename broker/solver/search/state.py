@@ -72,6 +72,9 @@ class SearchState:
     out_of_time: bool = False  # a phase was skipped for lack of time
     lagrangian: float = -math.inf  # from the last round's duals when CG stopped early
     loose_bound: float = -math.inf  # the converged LP with loose fit rows: a relaxation's LP
+    # the LP when it last priced out (with the pattern cuts it held then): a bound for the whole
+    # catalog even when later cuts restart column generation and the time ends before it converges
+    priced_out: float = -math.inf
     lp_x: ClassPlacement | None = None  # the LP rounded
     lp_support: IntArray = field(default_factory=_no_columns)  # universe columns the LP uses
     lp_pool: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # pools the LP uses
