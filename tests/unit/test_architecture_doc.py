@@ -51,12 +51,15 @@ def _missing(token: str, base: str | None) -> bool:
 
 
 def _packages() -> list[str]:
-    """Every package (a folder with __init__.py) in the four source trees, as `folder/`."""
+    """Every package in the four source trees, as `folder/`: a folder with __init__.py, or a
+    namespace package (a folder of modules without one, as broker/solver/model is)."""
     return sorted(
-        str(init.parent.relative_to(ROOT)) + "/"
-        for root in PACKAGE_ROOTS
-        for init in (ROOT / root).rglob("__init__.py")
-        if "__pycache__" not in init.parts
+        {
+            str(module.parent.relative_to(ROOT)) + "/"
+            for root in PACKAGE_ROOTS
+            for module in (ROOT / root).rglob("*.py")
+            if "__pycache__" not in module.parts
+        }
     )
 
 
