@@ -64,7 +64,7 @@ class PoolTable:
     # burstable pools at their full vCPUs (a request with `burstable: allow`), else at their sustained
     # baseline once allocatable.py ran (docs/solver.md, "Burstable nodes")
     burst_capacity: bool = False
-    # what catalogs state about instance types, for `attributes` (docs/solver.md, "Instance requirements")
+    # what catalogs state about instance types, for `attributes` (docs/solver-requirements.md, "Instance requirements")
     facts: FactsByType = field(default_factory=dict, compare=False, repr=False)
 
     # the attributes once built, in a box the tables `dataclasses.replace` derives per request

@@ -10,7 +10,7 @@ Kubernetes NodeSelectorRequirement semantics, as Karpenter applies them to insta
 Keys are the broker's short names (`instance_family` or `instance-family`) or the Kubernetes
 and Karpenter well-known labels (`karpenter.k8s.aws/instance-family`, `kubernetes.io/arch`, ...),
 with the label's unit (`karpenter.k8s.aws/instance-memory` is MiB, `memory_gib` GiB). Text
-compares case-insensitively. The table is in docs/solver.md, "Instance requirements". Pure.
+compares case-insensitively. The table is in docs/solver-requirements.md, "Instance requirements". Pure.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ GPU: `gpu_memory_gib` per GPU from the model name's own suffix (`A100-80GB` -> 8
 the `GpuInfo` `SizeInMiB` of GCP's accelerator row of the same name (`A100` 40, `H100` 80, `T4`
 16, `L4` 24, ...); models neither states (Azure `A10`, `MI25`, ...) are left empty. Family,
 generation, size and CPU maker are not stored: the broker derives them from the type name
-(docs/solver.md, "Instance requirements").
+(docs/solver-requirements.md, "Instance requirements").
 
 ## Build summary (row counts)
 
