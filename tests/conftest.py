@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from broker.app import Broker
 from broker.settings import Settings
+from tests import services
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -35,6 +36,21 @@ def _isolated_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     mp.setenv("BROKER_CATALOG_CACHE_DIR", str(tmp_path_factory.mktemp("catalog-cache")))
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A database on the tests' PostgreSQL server: `BROKER_TEST_POSTGRES_URL`, or a server started for
+    this session (tests/services.py). Tests create and drop databases of their own there."""
+    with services.postgres_url() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """The tests' Redis: `BROKER_TEST_REDIS_URL`, or a server started for this session (tests/services.py)."""
+    with services.redis_url() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, text
 
 from broker.app import Broker
 from broker.settings import Settings
-from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database
+from tests.integration.conftest import create_pg_database, drop_pg_database, pg_database_url
 
 SITES = (
     "aws:eu-central-1",
@@ -67,7 +67,7 @@ def app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     else:
         admin = request.getfixturevalue("pg_server")
         name = create_pg_database(admin, template=request.getfixturevalue("pg_template"))
-        url, drop = f"{PG_SERVER}/{name}", name
+        url, drop = pg_database_url(admin, name), name
     _cut_catalog(url)
     broker = Broker.open(Settings(database_url=url, log_format="text", rate_limit="1000000/minute"))
     cat = broker.catalog()  # loaded before the first timed request
