@@ -6,6 +6,7 @@ database is built per test session and copied for each test that writes.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests import services
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+MAX_WORKERS = 4
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,11 +31,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): one worker per core, at most MAX_WORKERS (each worker holds
+    its own copy of the catalog, about 1 GiB, and starts its own PostgreSQL and Redis when a test
+    needs them). PYTEST_XDIST_AUTO_NUM_WORKERS overrides it; `-n 0` runs in one process."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep this run's on-disk catalog cache away from the user's and other runs'."""
+    """Keep this run's on-disk catalog cache and the default data dir (the CLI's SQLite database
+    when no URL is set) away from the user's and from other runs' and workers'."""
     mp = pytest.MonkeyPatch()
     mp.setenv("BROKER_CATALOG_CACHE_DIR", str(tmp_path_factory.mktemp("catalog-cache")))
+    mp.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
     yield
     mp.undo()
 
