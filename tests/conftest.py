@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from broker.app import Broker
 from broker.settings import Settings
@@ -21,6 +23,11 @@ from tests import services
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 MAX_WORKERS = 4
+
+# Hypothesis' per-example deadline (200 ms) and its too-slow health check judge the machine's
+# load, not the code: off for every property test (a test's own @settings adds to this profile)
+hypothesis_settings.register_profile("broker", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("broker")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
