@@ -3,7 +3,7 @@ the instance-family group a provider's quota counts it in.
 
 Pure. Read by the snapshot builder and the live feeds (active vCPUs), and by the broker's pool
 table (baselines, family groups). The baselines are data (`burstable_baselines.csv`, sources in its
-own notes and in docs/catalog.md, "Node classes"); the family groups follow the providers' quota
+own notes and in docs/solver-requirements.md, "Node classes"); the family groups follow the providers' quota
 names (AWS's on-demand and spot quota groups, Azure's per-VM-family quotas, GCP's per-family CPU
 quotas).
 """
