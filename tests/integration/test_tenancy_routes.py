@@ -40,6 +40,7 @@ from tests.integration.service_support import key, open_broker, service_client, 
 PROBLEM = "application/problem+json"
 LATENCY_PATH = {"from": "aws:us-east-1", "to": "aws:us-west-2"}
 ALPHA_RTT = 55.5  # alpha's own measurement of LATENCY_PATH (the catalog says ~69 ms)
+ALPHA_QUOTAS = [{"quota_group": "aws:Inf", "vcpus": 0.0}]  # alpha's family quotas (GET /v1/quotas)
 SERIES = "alpha-web"
 SAMPLES = 3 * 288  # three days of 5-minute samples: a model trains on more than a day
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -129,6 +130,8 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             UsageStore(b.sessions).train(horizon=12, params=TrainParams(rounds=5), tenant="alpha")
             measured = {"measurements": [{**LATENCY_PATH, "rtt_ms": ALPHA_RTT, "source": "alpha-probe"}]}
             assert c.post("/v1/latency/measurements", json=measured, headers=a).status_code == 201
+            for q in ALPHA_QUOTAS:
+                assert c.put("/v1/quotas", json=q, headers=a).status_code == 200
             sim = c.post("/v1/simulations", json=SIMULATION, headers=a)
             assert sim.status_code == 202, sim.text
             _wait_simulation(c, sim.json()["id"], a)
@@ -360,6 +363,41 @@ def latency_get(w: World, h: dict[str, str]) -> None:
     assert mine["rtt_ms"] == ALPHA_RTT and mine["method"] == "imported"
 
 
+def latency_matrix_get(w: World, h: dict[str, str]) -> None:
+    params = {"from": LATENCY_PATH["from"], "to": LATENCY_PATH["to"]}
+    (other,) = _ok(w.c.get("/v1/latency/matrix", params=params, headers=h))["items"]
+    assert other["rtt_ms"] != ALPHA_RTT
+    (mine,) = _ok(w.c.get("/v1/latency/matrix", params=params, headers=w.a))["items"]
+    assert mine["rtt_ms"] == ALPHA_RTT and mine["method"] == "imported"
+
+
+def quotas_get(w: World, h: dict[str, str]) -> None:
+    assert _ok(w.c.get("/v1/quotas", headers=h))["quotas"] == []
+    assert _ok(w.c.get("/v1/quotas", headers=w.a))["quotas"] == ALPHA_QUOTAS
+
+
+def quotas_put(w: World, h: dict[str, str]) -> None:
+    _ok(w.c.put("/v1/quotas", json={"quota_group": "aws:Inf", "vcpus": 96}, headers=h))
+    try:
+        assert _ok(w.c.get("/v1/quotas", headers=w.a))["quotas"] == ALPHA_QUOTAS
+    finally:
+        w.c.delete("/v1/quotas", params={"quota_group": "aws:Inf"}, headers=h)
+
+
+def quotas_delete(w: World, h: dict[str, str]) -> None:
+    _not_found(w.c.delete("/v1/quotas", params={"quota_group": "aws:Inf"}, headers=h))  # alpha's is not touched
+    assert _ok(w.c.get("/v1/quotas", headers=w.a))["quotas"] == ALPHA_QUOTAS
+
+
+def pricing_refresh_post(w: World, h: dict[str, str]) -> None:
+    # a refresh is a job of the tenant that asked (from a feed nobody serves: it fails at once)
+    body = {"provider": "azure", "regions": ["westeurope"], "endpoint": "http://127.0.0.1:1"}
+    job = _ok(w.c.post("/v1/pricing/refresh", json=body, headers=h), 202)
+    _not_found(w.c.get(f"/v1/jobs/{job['id']}", headers=w.a))
+    assert job["id"] not in {j["id"] for j in _ok(w.c.get("/v1/jobs", headers=w.a))["items"]}
+    assert job["id"] in {j["id"] for j in _ok(w.c.get("/v1/jobs", headers=h))["items"]}
+
+
 def latency_measurements_post(w: World, h: dict[str, str]) -> None:
     body = {"measurements": [{**LATENCY_PATH, "rtt_ms": 44.4, "source": "alpha-probe"}]}  # alpha's path and source
     assert _ok(w.c.post("/v1/latency/measurements", json=body, headers=h), 201)["replaced"] == 0
@@ -473,6 +511,11 @@ ISOLATION: dict[tuple[str, str], Probe] = {
     ("GET", "/v1/workloads/{name}/forecast"): forecast_get,
     ("GET", "/v1/forecast/models"): forecast_models_get,
     ("GET", "/v1/latency"): latency_get,
+    ("GET", "/v1/latency/matrix"): latency_matrix_get,
+    ("GET", "/v1/quotas"): quotas_get,
+    ("PUT", "/v1/quotas"): quotas_put,
+    ("DELETE", "/v1/quotas"): quotas_delete,
+    ("POST", "/v1/pricing/refresh"): pricing_refresh_post,
     ("POST", "/v1/latency/measurements"): latency_measurements_post,
     ("GET", "/v1/latency/measurements"): latency_measurements_get,
     ("GET", "/v1/savings"): savings_get,
@@ -493,7 +536,6 @@ SHARED: dict[tuple[str, str], str] = {
     ("GET", "/v1/pools/{pool_id:path}"): "catalog",
     ("GET", "/v1/pools/{pool_id:path}/history"): "catalog price history",
     ("GET", "/v1/policies"): "residency policies",
-    ("POST", "/v1/pricing/refresh"): "catalog prices (admin)",
     ("GET", "/v1/pricing/jobs/{job_id}"): "catalog price refresh jobs",
     ("GET", "/v1/pricing/status"): "catalog price freshness",
     ("GET", "/v1/pricing/discounts"): "catalog discount rules",
