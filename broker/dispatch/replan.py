@@ -105,7 +105,11 @@ class ReplanService:
         if gone:
             forced.append(f"pool(s) no longer offered: {gone}")
 
-        req_in = parse_request({**request, "dry_run": doc.dry_run})
+        # the solve prices each move as the re-plan's payback rule does, so it moves only what
+        # pays for its moves over the horizon (and starts from the placement in force)
+        req_in = parse_request(
+            {**request, "dry_run": doc.dry_run, "migration_cost_per_replica": doc.migration_cost_per_replica}
+        )
         # the request's time limit is the whole re-plan's: what the solve gets is what is left
         # of it once the placement is loaded, less what the migration plan and storing take
         budget_s = self.broker.time_budget(req_in, synchronous=True).seconds

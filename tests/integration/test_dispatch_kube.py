@@ -125,8 +125,12 @@ def test_transient_errors_are_retried_and_persistent_ones_fail_cleanly(broker: B
     svc = DispatchService(broker, dispatchers={"kubernetes": fast(broker)})
     assert svc.dispatch(placement["id"], DispatchIn())["state"] == "applied"
 
-    # a new placement of the same app; the cluster keeps answering 503
-    again = ReplanService(broker).replan(placement["id"], ReplanIn(replicas={"checkout-api": 8}))
+    # a new placement of the same app, scaled down where it runs (moves cost too much to pay
+    # back: the re-plan starts from the placement in force, so its sites keep their clusters);
+    # the cluster keeps answering 503
+    scaled = ReplanIn(replicas={"checkout-api": 4}, migration_cost_per_replica=1000.0)
+    again = ReplanService(broker).replan(placement["id"], scaled)
+    assert {a["site"] for a in again["new_placement"]["assignments"]} <= set(servers)
     first.fail = [("PATCH", "/deployments/", 503)] * 10
     before = first.replicas()
     doc = svc.dispatch(again["new_placement_id"], DispatchIn())
