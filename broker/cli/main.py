@@ -272,6 +272,7 @@ COMMAND_MODULES = [
     "multicluster",
     "latency",
     "simulate",
+    "rl",
 ]
 
 
