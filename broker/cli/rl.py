@@ -55,7 +55,7 @@ def train(
     from broker.simulate.fleet import parse_fleet
     from broker.simulate.load import read_document, snapshot_parts, traces
     from broker.simulate.market import build_market
-    from broker.simulate.rl.train import TrainConfig
+    from broker.simulate.rl.train import MissingExtra, TrainConfig, require_extra
     from broker.simulate.rl.train import train as run_training
     from broker.simulate.usage import build_usage
 
@@ -68,6 +68,11 @@ def train(
         validation_start_day=validation_day,
         eval_every=eval_every,
     )
+    try:
+        require_extra()
+    except MissingExtra as exc:
+        err.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        raise typer.Exit(EXIT_FAILED) from exc
     with writing(out, "--out"):
         out.mkdir(parents=True, exist_ok=True)
     try:
@@ -99,7 +104,7 @@ def train(
             path, card = run_training(doc, market, usage, config, out, progress=tick)
     except InvalidRequest as exc:
         print_invalid(exc, "training")
-        raise typer.Exit(EXIT_FAILED if exc.errors and exc.errors[0].get("loc") == ["rl"] else EXIT_INVALID) from exc
+        raise typer.Exit(EXIT_INVALID) from exc
     except BrokerError as exc:
         err.print(f"[red]{exc.title}: {escape(exc.detail)}[/red]")
         raise typer.Exit(EXIT_FAILED) from exc
@@ -156,7 +161,7 @@ def evaluate(
         last = max(trained.get("start_days", [0]), default=0) + float(trained.get("days", 0))
         if doc.start_day < last:
             msg = f"day {doc.start_day} is within the policy's training days (before day {last:g}): evaluate later days"
-            raise InvalidRequest(msg, errors=[{"loc": ["start_day"], "msg": msg}])
+            raise InvalidRequest(f"start_day: {msg}", errors=[{"loc": ["start_day"], "msg": msg}])
         with err.status("loading the catalog snapshot and traces..."):
             parts = snapshot_parts(doc.sites)
             usage = traces(doc.traces, fleet.parent)

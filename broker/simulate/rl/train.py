@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from broker.errors import InvalidRequest
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
 from broker.simulate.rl.env import REWARD_SCALE, Penalties, PlacementEnv, run_episode
@@ -51,9 +50,19 @@ class TrainConfig:
     penalties: Penalties = field(default_factory=Penalties)
 
 
-def missing_extra() -> InvalidRequest:
-    msg = "training needs the rl extra: pip install -c constraints.txt -e '.[rl]'"
-    return InvalidRequest(msg, errors=[{"loc": ["rl"], "msg": msg}])
+class MissingExtra(RuntimeError):
+    """Training or plotting without the `rl` extra installed."""
+
+    def __init__(self) -> None:
+        super().__init__("training needs the rl extra: pip install -c constraints.txt -e '.[rl]'")
+
+
+def require_extra() -> None:
+    """Raises MissingExtra unless the training stack imports."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(m) is None for m in ("sb3_contrib", "stable_baselines3", "torch", "matplotlib")):
+        raise MissingExtra()
 
 
 def export(model: Any) -> Actor:
@@ -100,7 +109,7 @@ def train(
         from sb3_contrib import MaskablePPO
         from stable_baselines3.common.callbacks import BaseCallback
     except ImportError as exc:
-        raise missing_extra() from exc
+        raise MissingExtra() from exc
 
     torch.set_num_threads(1)  # a laptop's other core stays free; small networks gain nothing from more
     env = PlacementEnv(
@@ -181,7 +190,7 @@ def plot_curve(curve: list[dict[str, float]], png: Path, *, title: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise missing_extra() from exc
+        raise MissingExtra() from exc
     x = [p["timesteps"] for p in curve]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     panels = (
