@@ -98,9 +98,7 @@ class PlacementEnv(gym.Env[Obs, np.int64]):
 
     # ---- Gymnasium -----------------------------------------------------------------
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Obs, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Obs, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
         start_day = int(options.get("start_day", self.np_random.choice(self.start_days)))
