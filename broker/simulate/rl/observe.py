@@ -2,8 +2,8 @@
 
 One decision per pending replica. The observation is a fixed-size vector in [0, 1]:
 
-- the replica (REPLICA_FEATURES): declared cores and GiB, its recent use per replica against
-  the declared request (the forecast size a policy could size it to), spot tolerated, the share
+- the replica (REPLICA_FEATURES): declared cores and GiB, its highest use per replica over the
+  last hour against the declared request (the floor of the broker's forecast sizing), spot tolerated, the share
   of sites its residency and latency SLOs allow, whether it has an SLO, its tenant's weight, how
   many replicas wait now, GPUs;
 - SLOTS candidates (SLOT_FEATURES each): NODE_SLOTS running or starting nodes that can take it
