@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_redoc_html
 from fastapi.responses import HTMLResponse
 from fastapi_offline import FastAPIOffline
@@ -15,13 +14,47 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from api import errors, middleware
-from api.routes import ROUTER_MODULES
+from api.routes import (
+    admin,
+    catalog,
+    dashboard,
+    dispatch,
+    extender,
+    finops,
+    integrations,
+    latency,
+    pareto,
+    placements,
+    pricing,
+    simulations,
+    sites,
+    usage,
+)
 from broker.app import Broker
-from broker.catalog.refresh_jobs import ThreadRunner
 from broker.db.session import unreachable
 from broker.errors import DatabaseUnavailable, QueueUnavailable
 from broker.jobs.queue import JobQueue
 from broker.settings import Settings
+
+# Every feature area's router, in the order the app tries them: a request goes to the first route
+# whose path matches, so where two areas' paths overlap the order decides (tests/unit/api/
+# test_routers.py fails when a route is shadowed). A new area adds its router here.
+ROUTERS: tuple[APIRouter, ...] = (
+    pricing.router,  # before catalog: its /v1/pools/{id}/history must win over /v1/pools/{id:path}
+    sites.router,
+    catalog.router,
+    latency.router,
+    placements.router,
+    pareto.router,
+    finops.router,
+    dashboard.router,
+    admin.router,
+    dispatch.router,
+    usage.router,
+    extender.router,
+    integrations.router,
+    simulations.router,
+)
 
 
 def dependency_checks(broker: Broker, jobs: JobQueue) -> dict[str, str]:
@@ -52,8 +85,7 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
-        finally:  # after middleware's shutdown: no job runs on the Broker any more
-            app.state.price_refresh.close()
+        finally:  # after middleware's shutdown (it closes the job queue): no job runs on the Broker any more
             if owned:
                 the_broker.close()
 
@@ -73,11 +105,10 @@ def create_app(settings: Settings | None = None, *, broker: Broker | None = None
         lifespan=lifespan,
     )
     app.state.broker = the_broker
-    app.state.price_refresh = ThreadRunner()  # POST /v1/pricing/refresh runs here, one at a time
     errors.install(app)
     middleware.install(app)  # auth, idempotency, jobs, metrics, limits (docs/operations.md)
-    for name in ROUTER_MODULES:
-        app.include_router(importlib.import_module(f"api.routes.{name}").router)
+    for router in ROUTERS:
+        app.include_router(router)
 
     @app.get("/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:

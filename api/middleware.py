@@ -222,8 +222,7 @@ def install(app: FastAPI) -> None:
     from api.middleware_idempotency import IdempotencyMiddleware
     from broker.access.keys import KeyStore
     from broker.app import Broker
-    from broker.jobs.queue import make_queue
-    from broker.jobs.store import JobStore, watch_abandoned
+    from broker.jobs.runner import make_queue, watch_abandoned
 
     broker: Broker = app.state.broker
     settings = broker.settings
@@ -245,7 +244,7 @@ def install(app: FastAPI) -> None:
         if recovered:
             log.info("re-enqueued %d queued jobs", recovered)
         # jobs left running by a runner that died (this API's own, before a kill -9, or a worker's)
-        stop_watching = watch_abandoned(JobStore(broker.sessions))
+        stop_watching = watch_abandoned(broker.sessions)
         if app.state.jobs.kind == "in-process":
             # no `broker worker` in this deployment: the API resumes interrupted dispatches itself,
             # on a thread, so a slow cluster cannot hold up the start

@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.solver import GENERATORS, service_problem
-from broker.app import Broker, parse_request
+from broker.app import Broker
 from broker.settings import Settings
 from broker.solver.baselines.costs import usd_arrays
 from broker.solver.baselines.greedy import greedy_cheapest_fit
@@ -42,8 +42,8 @@ def _cpu(f: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def run(broker: Broker, n: int, shape: str, repeat: int) -> dict[str, Any]:
-    req = parse_request(GENERATORS[shape](n)).to_domain()
-    problem = service_problem(broker, req)
+    doc = GENERATORS[shape](n)
+    problem = service_problem(broker, doc)
     t = problem.table
     prep = prepare(problem)
     wl = prep.workloads

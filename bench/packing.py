@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.solver import generate, service_problem
-from broker.app import Broker, parse_request
+from broker.app import Broker
 from broker.settings import Settings
 from broker.solver import PlacementProblem, solve
 from broker.solver.answer.bin_packing import cp_sat_size, improve, pack_pool
@@ -140,8 +140,8 @@ def main() -> None:
     broker.catalog()
     options = solver_options(broker.settings)
     for n in (int(s) for s in args.sizes.split(",") if s):
-        req = parse_request(generate(n)).to_domain()
-        problem = service_problem(broker, req)
+        doc = generate(n)
+        problem = service_problem(broker, doc)
         res = solve(problem, time_limit_s=args.time_limit, seed=0, options=options)
         pk = res.packing
         assert pk is not None

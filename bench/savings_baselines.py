@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from solver import generate, service_problem  # bench/solver.py's request and problem
 
-from broker.app import Broker, parse_request
+from broker.app import Broker
 from broker.settings import Settings
 from broker.solver.baselines.compare import baselines
 from broker.solver.baselines.costs import kubernetes_packer_cost
@@ -48,8 +48,8 @@ def main() -> None:
     broker = Broker.open(Settings(database_url=f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}"))
     broker.catalog()
     for n in (int(s) for s in args.sizes.split(",")):
-        req = parse_request(generate(n)).to_domain()
-        problem = service_problem(broker, req)
+        doc = generate(n)
+        problem = service_problem(broker, doc)
         prep = prepare(problem)
         t = problem.table
         arrays = PoolArrays(prep.node_cost, t.vcpus, t.memory_gib, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)

@@ -32,7 +32,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker.app import Broker, parse_request
-from broker.core.domain import PlacementRequest
 from broker.settings import Settings
 from broker.solver import PlacementProblem, SolverOptions, solve
 from broker.solver.baselines import baseline_costs
@@ -126,21 +125,14 @@ def _rss_peak_mib() -> float:
 GENERATORS = {"plain": generate, "deps": generate_dependency_heavy}
 
 
-def service_problem(broker: Broker, req: PlacementRequest, *, raw_sizes: bool = False) -> PlacementProblem:
-    """The problem as the service builds it: allocatable capacity, dominated pools pruned (every
-    pool kept when a workload has instance requirements: Catalog.table_for). `raw_sizes`: the
-    nodes' raw sizes instead (no reservations, no DaemonSets), the problem before allocatable
-    capacity, for comparison only."""
+def service_problem(broker: Broker, doc: dict[str, Any], *, raw_sizes: bool = False) -> PlacementProblem:
+    """The problem as the service builds it for a request document (Broker.problem_for, the one
+    builder the API uses: allocatable capacity, dominance pruning, fair share, the tenant's
+    quotas and measurements, right-sizing). `raw_sizes`: the nodes' raw sizes instead (no
+    reservations, no DaemonSets), the problem before allocatable capacity, for comparison only."""
     cat = broker.catalog()
-    table = cat.table.compact() if raw_sizes else cat.table_for(req, broker.settings.node_overhead())
-    return PlacementProblem(
-        request=req,
-        table=table,
-        user_rtt=cat.user_rtt(req.user_regions),
-        egress_usd_per_gb=cat.egress,
-        internet_egress_usd_per_gb=cat.internet_egress,
-        storage_usd_per_gb_month=cat.storage,
-    )
+    _, problem, _ = broker.problem_for(parse_request(doc), cat, tenant="default")
+    return dataclasses.replace(problem, table=cat.table.compact()) if raw_sizes else problem
 
 
 def run(
@@ -158,7 +150,7 @@ def run(
     for w in doc["workloads"] if requirements else ():
         w["requirements"] = requirements
     req = parse_request(doc).to_domain()
-    problem = service_problem(broker, req, raw_sizes=raw_sizes)
+    problem = service_problem(broker, doc, raw_sizes=raw_sizes)
     # timed pass without tracemalloc (it slows numpy code down): memory is the process's RSS
     # high-water mark (catalog included), and how far this solve pushed it
     options = solver_options(broker.settings)  # as the service solves: big MIPs in a child process

@@ -12,7 +12,6 @@ import numpy as np
 from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
-from ulid import ULID
 
 from broker.catalog import store as catalog_mod
 from broker.catalog.latency_measurements import MeasurementStore
@@ -24,23 +23,20 @@ from broker.core.placement import Placement, PlacementSummary, PriceSnapshot, Tr
 from broker.db.session import make_engine, migrate, preparing, session_factory, transaction
 from broker.errors import InvalidRequest
 from broker.finops.ledger import team_costs
+from broker.ids import new_placement_id
 from broker.observability import observe_placement
 from broker.placements import fairshare
 from broker.placements.budgets import Budgets
+from broker.placements.family_quotas import FamilyQuotas
 from broker.placements.request_documents import PlacementRequestIn
 from broker.placements.rightsizing import Rightsizing, apply_demand
 from broker.placements.store import PlacementStore
-from broker.placements.time_budget import TimeBudget, TimeCaps, time_budget
+from broker.placements.time_budget import TimeBudget, TimeCaps, clock_warning, time_budget
 from broker.problems import field_errors
 from broker.settings import Settings
 from broker.solver import PlacementProblem, SolverOptions, WorkLimits, solve
 from broker.solver_runtime import prepare_process, solver_options
 from broker.usage.service import UsageStore
-
-
-def new_placement_id() -> str:
-    """Time-ordered id: 'pl_' + a ULID (48-bit ms timestamp, 80 random bits, Crockford base32)."""
-    return f"pl_{ULID()}"
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -123,7 +119,7 @@ class Broker:
         time_limit = self.time_budget(req_in, synchronous=synchronous)
         solve_s = time_limit.seconds if time_limit_s is None else max(0.0, min(time_limit.seconds, time_limit_s))
         cat = self.catalog()
-        request, problem, rightsizing = self._tenant_problem(
+        request, problem, rightsizing = self.problem_for(
             req_in, cat, tenant=tenant, exclude_sites=exclude_sites, current=current
         )
         table = problem.table
@@ -136,6 +132,14 @@ class Broker:
 
         if (stale := stale_warning(prices)) is not None:  # once per answer, where users look
             result = replace(result, warnings=(*result.warnings, stale))
+        clock = clock_warning(
+            status=result.status,
+            stop_reason=result.stop_reason,
+            gap_pct=result.gap_pct,
+            reproducible=request.reproducible,
+        )
+        if clock is not None:
+            result = replace(result, warnings=(*result.warnings, clock))
         placement = Placement(
             name=request.name,
             tenant=tenant,
@@ -190,7 +194,7 @@ class Broker:
 
         req_in = doc if isinstance(doc, PlacementRequestIn) else parse_request(doc)
         cat = self.catalog()
-        request, problem, _ = self._tenant_problem(req_in, cat, tenant=tenant)
+        request, problem, _ = self.problem_for(req_in, cat, tenant=tenant)
         # a front is many solves in one synchronous answer: four budgets, within the sync cap
         limit = min(self.time_budget(req_in, synchronous=True).seconds * 4, TimeCaps.of(self.settings).sync_s)
         fronts = pareto_fronts(problem, time_limit_s=limit, options=self._solver_options(request))
@@ -221,7 +225,7 @@ class Broker:
         caps = TimeCaps.of(self.settings)
         return time_budget(req.time_limit_s, len(req.workloads), caps, synchronous=synchronous)
 
-    def _tenant_problem(
+    def problem_for(
         self,
         req_in: PlacementRequestIn,
         cat: Catalog,
@@ -241,7 +245,8 @@ class Broker:
         # a re-plan keeps the pools it runs on in the table, dominated or not: its baseline, the
         # placement in force, is priced on them
         running = {*(current or {}), *(pool for _w, pool, _r in request.current)}
-        table = cat.table_for(request, self.settings.node_overhead(), keep=running)
+        quotas = FamilyQuotas(self.sessions).for_tenant(tenant)
+        table = cat.table_for(request, self.settings.node_overhead(), keep=running, family_quotas=quotas)
         if np.isfinite(table.max_nodes).any():  # owned capacity is shared by fair-share rules
             table = fairshare.capped_table(
                 table,
@@ -264,6 +269,7 @@ class Broker:
             internet_egress_usd_per_gb=cat.internet_egress,
             storage_usd_per_gb_month=cat.storage,
             current=current or {},
+            family_quotas=quotas,
         )
         if rightsizing is not None:  # the kubernetes-packer baseline runs what the user declared
             problem = replace(problem, declared=rightsizing.declared.to_domain())

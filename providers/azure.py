@@ -11,7 +11,8 @@ Fields used:
 - Managed disks (``serviceName eq 'Storage'``): the 128 GiB LRS sizes S10 / E10 / P10 of
   Standard HDD / Standard SSD / Premium SSD, per month, divided by their size in GB.
 - ``azure-mgmt-compute`` ``resource_skus.list`` (``resourceType == virtualMachines``):
-  ``capabilities`` vCPUs, MemoryGB, GPUs, CpuArchitectureType; ``restrictions`` of type Location.
+  ``capabilities`` vCPUs (vCPUsAvailable where a constrained-vCPU size states it), MemoryGB, GPUs,
+  CpuArchitectureType; ``restrictions`` of type Location.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pricing.node_classes import active_vcpus
 from pricing.offers import FeedResult, InstanceSpec, Offer, StoragePrice
 from providers.base import (
     FeedOptions,
@@ -103,6 +105,15 @@ def parse_disk_prices(items: Iterable[Mapping[str, Any]], region: str) -> list[S
     return out
 
 
+def _active_vcpus(name: str, caps: Mapping[str, Any]) -> float:
+    """What a VM of the size runs: a constrained-vCPU size (Standard_E16-4as_v5) lists its parent's
+    `vCPUs` (16) and its own in `vCPUsAvailable` (4); the name says the same where that is absent."""
+    listed = float(caps["vCPUs"])
+    if "vCPUsAvailable" in caps:
+        return min(listed, float(caps["vCPUsAvailable"]))
+    return active_vcpus(NAME, name, listed)
+
+
 def parse_resource_skus(skus: Iterable[Mapping[str, Any]]) -> dict[str, InstanceSpec]:
     out: dict[str, InstanceSpec] = {}
     for sku in skus:
@@ -118,7 +129,7 @@ def parse_resource_skus(skus: Iterable[Mapping[str, Any]]) -> dict[str, Instance
             )
             out[sku["name"]] = InstanceSpec(
                 instance_type=sku["name"],
-                vcpus=float(caps["vCPUs"]),
+                vcpus=_active_vcpus(sku["name"], caps),
                 memory_gib=float(caps["MemoryGB"]),
                 arch="arm64" if caps.get("CpuArchitectureType") == "Arm64" else "amd64",
                 gpus=float(caps.get("GPUs", 0)),

@@ -6,18 +6,28 @@ database is built per test session and copied for each test that writes.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from broker.app import Broker
 from broker.settings import Settings
+from tests import services
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+MAX_WORKERS = 4
+
+# Hypothesis' per-example deadline (200 ms) and its too-slow health check judge the machine's
+# load, not the code: off for every property test (a test's own @settings adds to this profile)
+hypothesis_settings.register_profile("broker", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("broker")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,13 +38,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): one worker per core, at most MAX_WORKERS (each worker holds
+    its own copy of the catalog, about 1 GiB, and starts its own PostgreSQL and Redis when a test
+    needs them). PYTEST_XDIST_AUTO_NUM_WORKERS overrides it; `-n 0` runs in one process."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_catalog_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep this run's on-disk catalog cache away from the user's and other runs'."""
+    """Keep this run's on-disk catalog cache and the default data dir (the CLI's SQLite database
+    when no URL is set) away from the user's and from other runs' and workers'."""
     mp = pytest.MonkeyPatch()
     mp.setenv("BROKER_CATALOG_CACHE_DIR", str(tmp_path_factory.mktemp("catalog-cache")))
+    mp.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A database on the tests' PostgreSQL server: `BROKER_TEST_POSTGRES_URL`, or a server started for
+    this session (tests/services.py). Tests create and drop databases of their own there."""
+    with services.postgres_url() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """The tests' Redis: `BROKER_TEST_REDIS_URL`, or a server started for this session (tests/services.py)."""
+    with services.redis_url() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Service administration: API keys, budgets, async jobs, and who am I."""
+"""Service administration: API keys, budgets, family quotas, async jobs, and who am I."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from broker.errors import Forbidden
 from broker.jobs.queue import JobQueue, submit
 from broker.jobs.store import JobStore
 from broker.placements.budgets import TENANT_WIDE, Budgets
+from broker.placements.family_quotas import FamilyQuotas, quota_groups
 from broker.placements.request_documents import Name, PlacementRequestIn
 
 router = APIRouter(prefix="/v1", tags=["service"])
@@ -144,6 +145,56 @@ def delete_budget(
     team: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     Budgets(broker.sessions).delete(tenant=tenant, team=team or TENANT_WIDE)
+    return Response(status_code=204)
+
+
+# ---- family quotas -------------------------------------------------------------------
+
+
+class FamilyQuotaIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+    quota_group: str = Field(
+        min_length=3, max_length=120, description="a pool's quota_group: aws:Inf, aws:G and VT, azure:ndasrv4, gcp:a2"
+    )
+    vcpus: float = Field(ge=0, le=1e9, description="vCPUs the tenant's accounts can run in the group (0: none)")
+
+
+class FamilyQuotaOut(BaseModel):
+    quota_group: str
+    vcpus: float
+
+
+class FamilyQuotaReport(BaseModel):
+    tenant: str
+    quotas: list[FamilyQuotaOut]
+
+
+@router.get("/quotas", response_model=FamilyQuotaReport)
+def get_quotas(
+    tenant: Annotated[str, Depends(get_tenant)], broker: Annotated[Broker, Depends(get_broker)]
+) -> dict[str, Any]:
+    """The tenant's vCPU quotas per provider quota group (extension; docs/solver.md, Node classes)."""
+    quotas = FamilyQuotas(broker.sessions).for_tenant(tenant)
+    return {"tenant": tenant, "quotas": [{"quota_group": g, "vcpus": v} for g, v in quotas.items()]}
+
+
+@router.put("/quotas", response_model=FamilyQuotaOut, responses={422: _PROBLEM})
+def set_quota(
+    body: FamilyQuotaIn, tenant: Annotated[str, Depends(get_tenant)], broker: Annotated[Broker, Depends(get_broker)]
+) -> dict[str, Any]:
+    """Set one quota: placements keep off the group's nodes larger than it (0: all of them)."""
+    return FamilyQuotas(broker.sessions).set(
+        tenant=tenant, quota_group=body.quota_group, vcpus=body.vcpus, known=quota_groups(broker.catalog().table)
+    )
+
+
+@router.delete("/quotas", status_code=204, responses={404: _PROBLEM})
+def delete_quota(
+    tenant: Annotated[str, Depends(get_tenant)],
+    broker: Annotated[Broker, Depends(get_broker)],
+    quota_group: Annotated[str, Query(min_length=3, max_length=120)],
+) -> Response:
+    FamilyQuotas(broker.sessions).delete(tenant=tenant, quota_group=quota_group)
     return Response(status_code=204)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import get_broker
+from api.deps import get_broker, get_tenant
+from api.routes.admin import get_jobs
 from broker.app import Broker
 from broker.catalog.prices import (
     add_discount,
@@ -17,8 +18,9 @@ from broker.catalog.prices import (
     price_dates,
     stale_sources,
 )
-from broker.catalog.refresh_jobs import RefreshJobs, ThreadRunner
 from broker.core.domain import CapacityType
+from broker.jobs.price_refresh import PriceRefreshJobs
+from broker.jobs.queue import JobQueue
 
 router = APIRouter(prefix="/v1", tags=["pricing"])
 _PROBLEM: dict[int | str, dict[str, Any]] = {
@@ -27,13 +29,12 @@ _PROBLEM: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_refresh_jobs(request: Request, broker: Annotated[Broker, Depends(get_broker)]) -> RefreshJobs:
-    """Refresh jobs run on the app's one refresh thread (built in create_app, closed on shutdown)."""
-    runner: ThreadRunner = request.app.state.price_refresh
-    return RefreshJobs(broker.sessions, broker.settings, runner)
+def get_refresh_jobs(broker: Annotated[Broker, Depends(get_broker)]) -> PriceRefreshJobs:
+    """Refresh jobs are jobs of kind "price-refresh", run as every job is (broker/jobs)."""
+    return PriceRefreshJobs(broker.sessions)
 
 
-RefreshJobsDep = Annotated[RefreshJobs, Depends(get_refresh_jobs)]
+RefreshJobsDep = Annotated[PriceRefreshJobs, Depends(get_refresh_jobs)]
 
 
 class RefreshIn(BaseModel):
@@ -56,9 +57,15 @@ class DiscountIn(BaseModel):
 
 
 @router.post("/pricing/refresh", status_code=202, responses=_PROBLEM)
-def start_refresh(body: RefreshIn, response: Response, jobs: RefreshJobsDep) -> dict[str, Any]:
+def start_refresh(
+    body: RefreshIn,
+    response: Response,
+    jobs: RefreshJobsDep,
+    queue: Annotated[JobQueue, Depends(get_jobs)],
+    tenant: Annotated[str, Depends(get_tenant)],
+) -> dict[str, Any]:
     """Fetch current prices in the background; poll the job at the Location header."""
-    job = jobs.start(provider=body.provider, regions=body.regions or None, endpoint=body.endpoint)
+    job = jobs.start(queue, tenant=tenant, provider=body.provider, regions=body.regions or None, endpoint=body.endpoint)
     response.headers["Location"] = f"/v1/pricing/jobs/{job['id']}"
     return job
 

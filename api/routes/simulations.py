@@ -55,6 +55,11 @@ class SimulationOut(BaseModel):
         description="once succeeded: what makes the figures doubtful (a broker solve that ran into its "
         "time_limit_s: figures that depend on the machine's speed); null for runs stored before warnings were kept",
     )
+    source: Literal["api", "cli"] = Field(
+        "api",
+        description="extension: who ran it: `api`, a job of POST /v1/simulations; `cli`, a `broker simulate "
+        "--store` run on the broker's machine, stored here when it finished (docs/simulate.md)",
+    )
     job_id: str | None = Field(None, description="the job that runs it (answer to POST only)")
     summary: list[dict[str, Any]] | None = Field(
         None, description="one row per policy once succeeded: spend, utilisation, starved, unavailable, ..."

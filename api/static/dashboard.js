@@ -115,6 +115,12 @@
       used.map(([policy, n]) => `${policy} ×${n}`).join(", ");
     $("#baseline-name").textContent = headName;
     $("#baseline-name").title = head.description;
+    // the baseline in words on the page, not only in a tooltip: each policy the totals mix
+    const named = used.length === 0 ? [head.policy] : used.map(([policy]) => policy);
+    $("#baseline-words-text").textContent = named
+      .map((policy) => `${policy}: ${(d.baselines.find((b) => b.policy === policy) || head).description}`)
+      .join("; ");
+    demoBanner(d.demo_placements, t.placements);
     setKpi("#kpi-base-h", t.baseline_cost_per_hour, usd(t.baseline_cost_per_hour, 3) + "/h");
     $("#kpi-base-name").textContent = headName;
     $("#kpi-base-name").title = head.description;
@@ -303,6 +309,17 @@
       "from it. Refresh with <code>broker pricing refresh --provider all</code>.";
   }
 
+  function demoBanner(demo, placements) {
+    const el = $("#demo-banner");
+    el.hidden = !demo;
+    if (!demo) return;
+    const which = demo >= placements ? "every placement in this window was" :
+      `${demo} of the ${placements} placements in this window ${demo === 1 ? "was" : "were"}`;
+    el.innerHTML = `<strong>Demo data:</strong> ${which} stored by <code>broker finops seed-demo</code> to try ` +
+      'the dashboard, not by real requests: the figures below are not your spend. Demo placements are marked ' +
+      '<span class="demo-tag">demo</span> in the list.';
+  }
+
   function latest(rows) {
     $("#latest tbody").innerHTML = rows
       .map((r) => {
@@ -316,7 +333,7 @@
         const pct = (r.savings_pct == null ? "n/a" : r.savings_pct.toFixed(1) + "%") +
           (r.greedy_savings_pct == null ? "" : ` <small class="greedy">(${r.greedy_savings_pct.toFixed(1)}%)</small>`);
         return `<tr data-id="${esc(r.id)}"><td>${esc(String(r.created_at).slice(0, 16).replace("T", " "))}</td>` +
-          `<td>${esc(r.name)}</td><td>${esc(r.tenant)}</td><td class="num">${usd(r.cost_per_hour, 4)}</td>` +
+          `<td>${esc(r.name)}${r.demo ? ' <span class="demo-tag">demo</span>' : ""}</td><td>${esc(r.tenant)}</td><td class="num">${usd(r.cost_per_hour, 4)}</td>` +
           `<td class="num">${usd(r.baseline_cost_per_hour, 4)}<span class="baseline-policy">${esc(r.baseline_policy)}</span></td>` +
           `<td class="num savings-pos">${pct}</td>` +
           `<td><details><summary>${r.assignments.length} assignments</summary><ul>${why}</ul></details></td></tr>`;

@@ -131,7 +131,8 @@
       const select = $("#f-sim");
       select.innerHTML = state.list
         .map((s) => `<option value="${esc(s.id)}">${esc(s.name)}${many ? " · " + esc(s.tenant) : ""} · ` +
-          `${esc(s.created_at.slice(0, 16).replace("T", " "))}${s.warnings && s.warnings.length ? " ⚠" : ""}</option>`)
+          `${esc(s.created_at.slice(0, 16).replace("T", " "))}${s.source === "cli" ? " · CLI" : ""}` +
+          `${s.warnings && s.warnings.length ? " ⚠" : ""}</option>`)
         .join("");
       const wanted = p.id || (state.list[0] && state.list[0].id);
       $("#sim-empty-tenant").textContent = p.tenant ? ` for tenant ${p.tenant}` : "";

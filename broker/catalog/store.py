@@ -12,7 +12,7 @@ import pickle
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +24,7 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.core.allocatable import NodeOverhead, allocatable
-from broker.core.domain import Arch, CapacityType, PlacementRequest, Pool, Site, SiteKind, UserRegion
+from broker.core.domain import Arch, BurstablePolicy, CapacityType, PlacementRequest, Pool, Site, SiteKind, UserRegion
 from broker.core.instance_attributes import InstanceFacts
 from broker.core.latency import DEFAULT_QUANTILE, LatencyModel
 from broker.core.pool_list import PoolList
@@ -48,7 +48,7 @@ _CHUNK = 20_000
 #: Part of the on-disk cache file name: a catalog pickled by code whose classes had another
 #: shape (e.g. the latency model before anchored estimates, pool tables before raw and reserved
 #: sizes, pools as objects before PoolList) must not be loaded.
-_PICKLE_FORMAT = 4
+_PICKLE_FORMAT = 5  # 5: pool tables with baselines, node classes and quota groups
 
 
 @dataclass(frozen=True)
@@ -68,22 +68,23 @@ class Catalog:
     _rtt_memo: dict[tuple[str | tuple[float, float], str], FloatArray] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
-    _tables: dict[tuple[NodeOverhead, bool], PoolTable] = field(
+    _tables: dict[tuple[NodeOverhead, bool, bool], PoolTable] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
     # a re-plan's table keeps the pools its placement runs on: compacting the whole catalog again
     # for each re-plan of the same placement (a drill, an alert storm) is time on the critical path
-    _kept: dict[tuple[NodeOverhead, frozenset[str]], PoolTable] = field(
+    _kept: dict[tuple[NodeOverhead, frozenset[str], bool], PoolTable] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
 
-    def _allocatable(self, overhead: NodeOverhead, *, compact: bool) -> PoolTable:
+    def _allocatable(self, overhead: NodeOverhead, *, compact: bool, burst: bool = False) -> PoolTable:
         """Each pool at what Kubernetes can allocate on its nodes: the one place raw sizes become
-        allocatable (docs/solver.md, "Allocatable capacity"); compact: dominated pools left out."""
-        key = (overhead, compact)
+        allocatable (docs/solver.md, "Allocatable capacity"); compact: dominated pools left out;
+        burst: burstable pools at their full vCPUs, not their sustained baseline."""
+        key = (overhead, compact, burst)
         table = self._tables.get(key)
         if table is None:
-            table = allocatable(self.table, overhead)
+            table = allocatable(self.table, overhead, burst=burst)
             if compact:
                 table = table.compact()
             if len(self._tables) > 4:  # one overhead per process (its settings)
@@ -95,24 +96,33 @@ class Catalog:
         """What placements without instance requirements solve over (allocatable, compact)."""
         return self._allocatable(overhead, compact=True)
 
-    def table_for(self, request: PlacementRequest, overhead: NodeOverhead, keep: Collection[str] = ()) -> PoolTable:
+    def table_for(
+        self,
+        request: PlacementRequest,
+        overhead: NodeOverhead,
+        keep: Collection[str] = (),
+        family_quotas: Mapping[str, float] | None = None,
+    ) -> PoolTable:
         """The table a request solves over, at allocatable capacity. A pool another dominates (as
-        large, as cheap) may still be the only one an instance requirement allows (m7i when the
-        m6i is cheaper), so a request with requirements keeps every pool; the solver skips
-        dominated ones only for its workloads without requirements. `keep`: pools kept even when
-        dominated (a placement in force runs on them: its baseline prices them; never candidates)."""
-        if any(w.requirements for w in request.workloads):
-            return self._allocatable(overhead, compact=False)
+        large, as cheap) may still be the only one an instance requirement or a tenant's family
+        quota allows (m7i when the m6i is cheaper), so a request with requirements or quotas keeps
+        every pool; the solver skips dominated ones only for its workloads without them. `keep`:
+        pools kept even when dominated (a placement in force runs on them: its baseline prices them;
+        never candidates). A request with a `burstable: allow` workload sees burstable pools at
+        their full vCPUs (its other workloads are then kept off them: filters.py)."""
+        burst = any(w.burstable is BurstablePolicy.ALLOW for w in request.workloads)
+        if family_quotas or any(w.requirements for w in request.workloads):
+            return self._allocatable(overhead, compact=False, burst=burst)
         if keep:
-            key = (overhead, frozenset(keep))
+            key = (overhead, frozenset(keep), burst)
             table = self._kept.get(key)
             if table is None:
-                table = self._allocatable(overhead, compact=False).compact(keep=keep)
+                table = self._allocatable(overhead, compact=False, burst=burst).compact(keep=keep)
                 if len(self._kept) >= 16:
                     self._kept.clear()
                 self._kept[key] = table
             return table
-        return self.solver_table(overhead)
+        return self._allocatable(overhead, compact=True, burst=burst)
 
     def user_rtt(self, regions: Iterable[UserRegion], quantile: str = DEFAULT_QUANTILE) -> dict[str, FloatArray]:
         """RTT from every site to each user region (measured where known, else estimated), as

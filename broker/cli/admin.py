@@ -1,8 +1,10 @@
-"""`broker apikey create`, `broker budget set|show`, `broker worker`: running the broker as a service."""
+"""`broker apikey create`, `broker budget set|show`, `broker quota set|import|show`, `broker worker`: running
+the broker as a service."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +14,7 @@ from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.failures import exits_on_error
 from broker.cli.options import Tenant, at_least
+from broker.errors import InvalidRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +23,52 @@ def register(app: typer.Typer) -> None:
     budget_app = typer.Typer(help="Monthly budgets per tenant or team.", no_args_is_help=True)
     app.add_typer(apikey_app, name="apikey")
     app.add_typer(budget_app, name="budget")
+    quota_app = typer.Typer(help="vCPU quotas per provider quota group (aws:Inf, azure:ndasrv4).", no_args_is_help=True)
+    app.add_typer(quota_app, name="quota")
+
+    @quota_app.command("set")
+    def quota_set(
+        ctx: typer.Context,
+        tenant: Tenant,
+        group: Annotated[str, typer.Option("--group", help="a quota group: aws:Inf, aws:G and VT, azure:ndasrv4")],
+        vcpus: Annotated[float, typer.Option(callback=at_least(0), help="vCPUs the tenant can run there (0: none)")],
+    ) -> None:
+        """Set a family quota; placements keep within it (docs/solver.md, "Node classes")."""
+        from broker.placements.family_quotas import FamilyQuotas, quota_groups
+
+        with exits_on_error(EXIT_INVALID):
+            broker = edge(ctx).broker()
+            got = FamilyQuotas(broker.sessions).set(
+                tenant=tenant, quota_group=group, vcpus=vcpus, known=quota_groups(broker.catalog().table)
+            )
+        print(json.dumps(got, indent=2))
+
+    @quota_app.command("import")
+    def quota_import(
+        ctx: typer.Context,
+        file: Annotated[Path, typer.Argument(help="CSV quota_group,vcpus (e.g. from the providers' quota consoles)")],
+        tenant: Tenant,
+    ) -> None:
+        """Set every quota of a file, all or nothing."""
+        from broker.placements.family_quotas import FamilyQuotas, quota_groups
+
+        with exits_on_error(EXIT_INVALID):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InvalidRequest(f"cannot read {file}: {exc}") from exc
+            broker = edge(ctx).broker()
+            n = FamilyQuotas(broker.sessions).import_csv(
+                tenant=tenant, text=text, known=quota_groups(broker.catalog().table)
+            )
+        out.print(f"set {n} quota(s) for tenant {tenant}")
+
+    @quota_app.command("show")
+    def quota_show(ctx: typer.Context, tenant: Tenant) -> None:
+        """The tenant's family quotas."""
+        from broker.placements.family_quotas import FamilyQuotas
+
+        print(json.dumps(FamilyQuotas(edge(ctx).broker().sessions).for_tenant(tenant), indent=2))
 
     @apikey_app.command("create")
     def apikey_create(

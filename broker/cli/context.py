@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from broker.cli.exit_codes import EXIT_INVALID
-from broker.settings import Settings
+from broker.settings import Settings, settings_problems
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -43,16 +43,18 @@ class Edge:
 
 
 def load_settings() -> Settings:
-    """The environment's settings; an invalid BROKER_* variable is a message and exit 2, not a traceback."""
+    """The environment's settings; an invalid BROKER_* variable is one line naming it and the form
+    it expects, exit 2, not a traceback (every command and `broker serve` read them here)."""
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
     from rich.console import Console
 
     try:
         return Settings()
-    except ValidationError as exc:
-        for e in exc.errors():
-            name = "BROKER_" + "_".join(str(p) for p in e["loc"]).upper()
-            Console(stderr=True).print(f"[red]invalid setting[/red] {name}: {e['msg']}")
+    except (ValidationError, SettingsError) as exc:
+        err = Console(stderr=True)
+        for line in settings_problems(exc):
+            err.print(line, style="red", soft_wrap=True, markup=False, highlight=False)
         raise typer.Exit(EXIT_INVALID) from None
 
 

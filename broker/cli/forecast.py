@@ -19,6 +19,7 @@ from broker.errors import BrokerError, InvalidRequest
 if TYPE_CHECKING:  # pandas and the forecast core load when a forecast command runs, not on every start
     import pandas as pd
 
+    from broker.forecast.evaluate import Scores
     from broker.forecast.history import Panel
 
 
@@ -68,19 +69,38 @@ def _evaluate_metric(
             f"{single.model.train_rows:,} training rows in {single.model.train_seconds:.1f}s"
         )
         out.print(_scores_table(title, {n: vars(s) for n, s in single.scores.items()}))
+        _print_summary(out, label, single.scores, [])
         return predictions_frame(panel, single.selected, horizon)
     for d in ev.days:
         shifted = f", {d.regime_shifts} regime shift(s)" if d.regime_shifts else ""
         title = f"{label}day -{d.back} ({len(panel)} series; chosen: {d.fleet}{shifted})"
         out.print(_scores_table(title, {n: vars(s) for n, s in d.scores.items()}))
     out.print(_scores_table(f"{label}all {days} days pooled", {n: vars(s) for n, s in ev.pooled.items()}))
-    better = ev.better_rule()
-    per_day = ", ".join(f"{ev.ratio('selected', day=d):.3f}" for d in ev.days)
-    out.print(
-        f"{label}selected / seasonal-naive per day: {per_day}; pooled {ev.ratio('selected'):.3f}; "
-        f"/ {better} (the better fixed rule) {ev.ratio('selected', better):.3f}"
-    )
+    _print_summary(out, label, ev.pooled, [ev.ratio("selected", day=d) for d in ev.days])
     return predictions_frame(panel, ev.last, horizon)
+
+
+def _print_summary(out: Console, label: str, scores: dict[str, Scores], per_day: list[float]) -> None:
+    """The selected forecaster against seasonal-naive and against the fixed rule the table just
+    printed shows best (lowest MAE), then its p95 coverage against what it promises."""
+    from broker.forecast.evaluate import best_fixed_rule, coverage_note
+    from broker.forecast.rolling import FIXED_RULES
+
+    if "selected" not in scores:
+        return
+    best = best_fixed_rule(scores, FIXED_RULES)
+
+    def ratio(to: str) -> float:
+        return scores["selected"].mae / scores[to].mae if scores[to].mae else float("nan")
+
+    days = f"per day {', '.join(f'{r:.3f}' for r in per_day)}; pooled " if per_day else ""
+    out.print(
+        f"{label}selected MAE / seasonal-naive: {days}{ratio('seasonal_naive'):.3f}; "
+        f"/ {best} (the best fixed rule above, MAE {scores[best].mae:.4f}): {ratio(best):.3f}"
+        + (" (the selected forecaster is worse than this rule here)" if ratio(best) > 1 else ""),
+        soft_wrap=True,
+    )
+    out.print(f"{label}{coverage_note(scores['selected'].p95_coverage)}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

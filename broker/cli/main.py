@@ -15,7 +15,22 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from broker.cli import remote
+from broker.cli import (
+    admin,
+    dispatch,
+    export,
+    finops,
+    forecast,
+    latency,
+    multicluster,
+    operator,
+    pricing,
+    remote,
+    rl,
+    simulate,
+    sites,
+    usage,
+)
 from broker.cli.context import Edge, edge
 from broker.cli.exit_codes import EXIT_INFEASIBLE, EXIT_INVALID, EXIT_OVER_LIMIT, EXIT_UNREACHABLE
 from broker.cli.failures import print_infeasible, print_invalid
@@ -51,12 +66,19 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port")] = 8080,
     workers: Annotated[int, typer.Option(help="worker processes")] = 1,
 ) -> None:
-    """Migrate the database, load the catalog if empty, serve the API."""
+    """Migrate the database, load the catalog if empty, serve the API. Exit 2 when the address
+    cannot be listened on (the port in use, a host that is not this machine's): checked first."""
     import uvicorn
 
-    with err.status("preparing database and catalog (first start loads ~190k prices)..."):
+    from broker.cli.listening import check_address_or_exit
+
+    _ = edge(ctx).settings  # a malformed setting: its one line before anything else
+    check_address_or_exit(host, port)
+    first = "the first start loads ~190k prices: about 10 s on an idle machine"
+    with err.status(f"preparing database and catalog ({first})..."):
         cat = edge(ctx).broker().catalog()
     err.print(f"catalog {cat.version[:8]}: {len(cat.sites)} sites, {cat.table.n_pools} pools")
+    check_address_or_exit(host, port)  # again: preparing took seconds, something may have taken it since
     err.print(f"serving on http://{host}:{port}  (docs at /docs)")
     # by import string, so the CLI (broker layer) does not import the api layer. Each server
     # process builds its own Broker there (api.main); this one only prepared the database
@@ -130,10 +152,22 @@ def place(
             "exit 1 when it has not",
         ),
     ] = remote.DEFAULT_JOB_TIMEOUT_S,
+    reproducible: Annotated[
+        bool,
+        typer.Option(
+            "--reproducible",
+            help='solve as the request\'s "reproducible": true: the search ends on work limits, not the clock, '
+            "so the same request gets the same placement and cost on every run and machine (a CI gate's "
+            "answer); slower on big requests. Without it an answer not proven optimal warns that it depends "
+            "on the clock",
+        ),
+    ] = False,
     tenant: Tenant = "default",
 ) -> None:
     """Place a request. Exit codes: 0 placed, 1 a server error or a job not finished within
-    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker."""
+    --timeout, 2 invalid input, 3 infeasible, 4 over a cost limit, 5 --server unreachable or not a broker.
+
+    For a CI gate, use --reproducible: the same request then gets the same answer on every run."""
     doc: Any = None
     if server is not None and getattr(ctx.get_parameter_source("tenant"), "name", None) == "COMMANDLINE":
         raise typer.BadParameter(
@@ -142,6 +176,8 @@ def place(
         )
     try:
         doc = _read_request(file)
+        if reproducible and isinstance(doc, dict):  # not a mapping: the request's own validation says so
+            doc = {**doc, "reproducible": True}
         if server is not None:  # an empty one too: it is an error, not an embedded run
             with remote.client(remote.root_url(server), remote.auth(edge(ctx).settings.api_key)) as http:
                 previous = remote.previous(http, str(doc.get("name", ""))) if isinstance(doc, dict) else None
@@ -258,32 +294,26 @@ def _print_over_budget(exc: OverBudget, fmt: OutputFormat, name: str) -> None:
         print(render_over_budget_markdown(name, exc.detail, budget if isinstance(budget, dict) else None))
 
 
-# Command groups beyond the core ones here: each module defines `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = [
-    "admin",
-    "pricing",
-    "sites",
-    "export",
-    "finops",
-    "dispatch",
-    "usage",
-    "forecast",
-    "operator",
-    "multicluster",
-    "latency",
-    "simulate",
-    "rl",
-]
-
-
-def _register_command_modules() -> None:
-    import importlib
-
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"broker.cli.{name}").register(app)
-
-
-_register_command_modules()
+# Command groups beyond the core ones above, each module's `register(app)`. Their order matters
+# only if two took one name (the later would replace the earlier): tests/unit/cli/
+# test_command_groups.py fails then, and when a module's `register` is missing here
+COMMAND_GROUPS = (
+    admin.register,
+    pricing.register,
+    sites.register,
+    export.register,
+    finops.register,
+    dispatch.register,
+    usage.register,
+    forecast.register,
+    operator.register,
+    multicluster.register,
+    latency.register,
+    simulate.register,
+    rl.register,
+)
+for register in COMMAND_GROUPS:
+    register(app)
 
 
 def main() -> None:

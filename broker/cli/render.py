@@ -19,27 +19,65 @@ from broker.core.residency import resolve_policy
 
 
 def _money(x: float | None) -> str:
+    """A rate per hour: to the hundredth of a cent, as providers quote them ($0.0047/h)."""
     return "n/a" if x is None else f"${x:,.4f}"
 
 
-def render_table(console: Console, doc: dict[str, Any]) -> None:
-    t = Table(title=f"{doc.get('name') or 'placement'}  [{doc['status']}]", show_lines=False)
-    for col in ("workload", "replicas", "pool", "USD/h", "binding"):
-        t.add_column(col, justify="right" if col in ("replicas", "USD/h") else "left")
+def _cents(x: float | None) -> str:
+    """An amount (a month's cost): to the cent."""
+    return "n/a" if x is None else f"${x:,.2f}"
+
+
+def split_pool(pool: str) -> tuple[str, str, str]:
+    """`<site>/<instance-type>/<capacity-type>` in its three parts (a pool id from elsewhere: all site)."""
+    parts = pool.rsplit("/", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (pool, "", "")
+
+
+def _binding_by_workload(doc: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Each workload's binding constraints, once each over its rows, without the ` on <workload>`
+    the line already says (a pool's capacity names the pool)."""
+    out: dict[str, list[str]] = {}
     for a in doc["assignments"]:
-        ex = a["explanation"]
+        seen = out.setdefault(str(a["workload"]), [])
+        for b in a["explanation"]["binding"]:
+            label = str(b).removesuffix(f" on {a['workload']}")
+            if label not in seen:
+                seen.append(label)
+    return out
+
+
+def render_table(console: Console, doc: dict[str, Any]) -> None:
+    # the pool in its parts: the instance and capacity types are what a reader looks for, so they
+    # never wrap or shorten (the site folds onto a second line instead); the binding constraints,
+    # long and the same on a workload's rows, follow the table once per workload. 80 columns
+    # keep every part of a typical row whole
+    t = Table(title=f"{doc.get('name') or 'placement'}  [{doc['status']}]", show_lines=False)
+    t.add_column("workload", overflow="fold")
+    t.add_column("n", justify="right", no_wrap=True)
+    t.add_column("instance", no_wrap=True)
+    t.add_column("capacity", no_wrap=True)
+    t.add_column("site", overflow="fold", min_width=6)
+    t.add_column("USD/h", justify="right", no_wrap=True)
+    for a in doc["assignments"]:
+        site, instance, capacity = split_pool(str(a["pool"]))
         t.add_row(
-            a["workload"],
+            escape(a["workload"]),
             str(a["replicas"]),
-            a["pool"],
-            f"{ex['cost_per_hour']:.4f}",
-            escape(", ".join(ex["binding"])),
+            escape(instance),
+            escape(capacity),
+            escape(site),
+            f"{a['explanation']['cost_per_hour']:.4f}",
         )
     console.print(t)
+    for workload, labels in _binding_by_workload(doc).items():
+        if labels:
+            console.print(f"  {escape(workload)} bound by: {escape(', '.join(labels))}")
     base = doc["baseline"]["cost_per_hour"]
     savings = "n/a" if doc["savings_pct"] is None else f"{doc['savings_pct']}"
+    monthly = doc.get("cost_per_month", doc["cost_per_hour"] * HOURS_PER_MONTH)
     console.print(
-        f"cost {_money(doc['cost_per_hour'])}/h ({_money(doc['cost_per_hour'] * 730)}/month)  "
+        f"cost {_money(doc['cost_per_hour'])}/h ({_cents(monthly)}/month)  "
         f"lower bound {_money(doc['lower_bound_per_hour'])}/h  gap {doc['gap_pct']:.2f}%  "
         f"baseline ({doc['baseline']['policy']}) {_money(base)}/h  savings {savings}%  "
         f"solved in {doc['solve_ms']} ms"
@@ -58,8 +96,9 @@ def render_table(console: Console, doc: dict[str, Any]) -> None:
         console.print(f"stored as {doc['id']}")
 
 
-def _signed_money(x: float) -> str:
-    return ("+" if x > 0 else "-" if x < 0 else "±") + f"${abs(x):,.4f}"
+def _signed_money(x: float, digits: int = 4) -> str:
+    """A change of a rate (4 digits) or of an amount (`digits=2`: cents)."""
+    return ("+" if x > 0 else "-" if x < 0 else "±") + f"${abs(x):,.{digits}f}"
 
 
 def _pct(x: float | None) -> str:
@@ -187,8 +226,8 @@ def render_markdown(
     lines += [
         "| cost / h | cost / month | baseline / h | savings / month | savings | lower bound / h | gap |",
         "|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {_money(cost)} | {_money(cost * HOURS_PER_MONTH)} | {_money(base)} | "
-        f"{_money(None if saved_h is None else saved_h * HOURS_PER_MONTH)} | {_pct(doc['savings_pct'])} | "
+        f"| {_money(cost)} | {_cents(cost * HOURS_PER_MONTH)} | {_money(base)} | "
+        f"{_cents(None if saved_h is None else saved_h * HOURS_PER_MONTH)} | {_pct(doc['savings_pct'])} | "
         f"{_money(doc['lower_bound_per_hour'])} | {doc['gap_pct']:.2f}% |",
         "",
         f"Baseline: `{doc['baseline']['policy']}`"
@@ -207,7 +246,7 @@ def render_markdown(
         pct = (delta / prev * 100) if prev else 0.0
         lines += [
             f"**Against stored placement `{previous.get('id')}`**: {_money(prev)}/h → {_money(cost)}/h "
-            f"({'+' if delta >= 0 else ''}{pct:.1f}%, {_signed_money(delta * HOURS_PER_MONTH)}/month).",
+            f"({'+' if delta >= 0 else ''}{pct:.1f}%, {_signed_money(delta * HOURS_PER_MONTH, 2)}/month).",
             "",
             *diff_lines(doc, previous),
         ]

@@ -11,9 +11,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from broker.cli.context import edge
 from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
-from broker.cli.failures import print_invalid, writing
-from broker.cli.options import at_least
+from broker.cli.failures import exits_on_error, print_invalid, writing
+from broker.cli.options import Tenant, at_least
 from broker.errors import BrokerError, InvalidRequest
 
 DEFAULT_POLICIES = "kube-default,cheapest-fit,karpenter-like,broker"
@@ -45,6 +46,24 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+def _slowdown() -> float:
+    """How much slower than idle a one-thread run goes now: the runnable processes (the 1-minute
+    load) and this one sharing the cores. 1 where the load cannot be read."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return max(1.0, (load + 1) / (os.cpu_count() or 1))
+
+
+def _policy_names() -> set[str]:
+    from broker.simulate.policies import POLICIES
+
+    return set(POLICIES)
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         if v == 0:
@@ -56,6 +75,7 @@ def _fmt(v: Any) -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def simulate(
+        ctx: typer.Context,
         fleet: Annotated[Path, typer.Argument(help="fleet file (YAML or JSON), see docs/simulate.md")],
         days: Annotated[
             float | None,
@@ -69,9 +89,21 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path | None, typer.Option(help="write summary, per-step series and events (CSV + Parquet)")
         ] = None,
+        store: Annotated[
+            bool,
+            typer.Option(
+                "--store",
+                help="also store the run in the broker's database, as POST /v1/simulations stores its runs: "
+                "GET /v1/simulations and /dashboard/simulations show it",
+            ),
+        ] = False,
+        tenant: Tenant = "default",
     ) -> None:
-        """Replay a fleet at 5-minute steps under each policy. Exit codes: 0 done, 2 invalid input."""
-        from broker.cli.context import load_settings
+        """Replay a fleet at 5-minute steps under each policy; says up front how long it should take
+        and shows each policy's progress. Exit codes: 0 done, 1 failed, 2 invalid input."""
+        from datetime import UTC, datetime
+
+        from broker.simulate.estimate import estimate_run
         from broker.simulate.fleet import parse_fleet
         from broker.simulate.load import read_document, snapshot_parts, traces
         from broker.simulate.metrics import summary_frame
@@ -79,16 +111,25 @@ def register(app: typer.Typer) -> None:
         from broker.solver_runtime import solver_options
 
         err = Console(stderr=True)
-        settings = load_settings()
+        settings = edge(ctx).settings
         names = [p.strip() for p in policies.split(",") if p.strip()]
         if out is not None:  # a folder that cannot be made fails now, not after the whole run
             with writing(out, "--out"):
                 out.mkdir(parents=True, exist_ok=True)
         try:
-            doc = parse_fleet(read_document(fleet))
+            raw = read_document(fleet)
+            doc = parse_fleet(raw)
+            if store:  # the database opened (migrated, the catalog loaded) now, not after the run
+                with err.status("opening the broker's database (--store)..."):
+                    edge(ctx).broker()
             with err.status("loading the catalog snapshot and traces..."):
                 parts = snapshot_parts(doc.sites)
                 usage = traces(doc.traces, fleet.parent)
+            # said once the whole input is checked (run_simulation validates it all first), before
+            # the first replay starts
+            estimate = estimate_run(doc, names, doc.days if days is None else days).describe(_slowdown())
+            known = [n for n in dict.fromkeys(names) if n in _policy_names()]
+            started = datetime.now(UTC)
             columns = (
                 TextColumn("{task.description:<15}"),
                 BarColumn(),
@@ -97,13 +138,21 @@ def register(app: typer.Typer) -> None:
                 TimeRemainingColumn(),
             )
             with Progress(*columns, console=err) as bar:
+                # every policy's bar from the start, each clock started when its replay does
                 tasks: dict[str, Any] = {}
 
                 def tick(policy: str, done: int, total: int) -> None:
+                    if not tasks:
+                        bar.console.print(f"replaying {escape(estimate)}", soft_wrap=True)
+                        tasks.update({n: bar.add_task(n, total=None, start=False) for n in known})
                     if policy not in tasks:
                         tasks[policy] = bar.add_task(policy, total=total)
-                    if done % 12 == 0 or done == total:
-                        bar.update(tasks[policy], completed=done)
+                    task = tasks[policy]
+                    if done == 0:  # its opening placement begins (the broker's can be its longest step)
+                        bar.start_task(task)
+                        bar.update(task, total=total, completed=0, description=f"{policy} (opening)")
+                    elif done == 1 or done % 12 == 0 or done == total:
+                        bar.update(task, total=total, completed=done, description=policy)
 
                 sim = run_simulation(
                     doc,
@@ -134,3 +183,11 @@ def register(app: typer.Typer) -> None:
                 written = write_results(sim, out)
             for path in written:
                 err.print(f"wrote {path}")
+        if store:
+            from broker.jobs.simulations import SimulationService
+
+            with exits_on_error(EXIT_FAILED):
+                stored = SimulationService(edge(ctx).broker()).store_finished(
+                    sim, raw, tenant=tenant, policies=names, started_at=started
+                )
+            err.print(f"stored as {stored['id']}: GET /v1/simulations/{stored['id']}, /dashboard/simulations")

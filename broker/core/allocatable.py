@@ -38,12 +38,25 @@ def allocatable_capacity(
     return cpu, mem
 
 
-def allocatable(table: PoolTable, overhead: NodeOverhead) -> PoolTable:
+def allocatable(table: PoolTable, overhead: NodeOverhead, *, burst: bool = False) -> PoolTable:
     """The table with each pool's vcpus and memory_gib set to its allocatable capacity (from its
     raw size, so applying it twice changes nothing). A node left with nothing to offer (a
-    0.5 GiB t3a.nano) can never start a pod: it is marked dominated, so `compact` drops it."""
+    0.5 GiB t3a.nano) can never start a pod: it is marked dominated, so `compact` drops it.
+
+    A burstable node sustains only its baseline share of each vCPU (pricing/node_classes.py): its
+    pods' CPU requests are packed within that (`burst` False, the default), the reservations and
+    DaemonSets included, so the replicas on it never run above the baseline for long; with `burst`
+    (a request with a `burstable: allow` workload) at its full size, as any other node."""
     cpu, mem = allocatable_capacity(
         table.raw_vcpus, table.raw_memory_gib, table.reserved_vcpus, table.reserved_memory_gib, overhead
     )
+    if not burst:
+        sustained, _ = allocatable_capacity(
+            table.raw_vcpus * table.baseline, table.raw_memory_gib, table.reserved_vcpus,
+            table.reserved_memory_gib, overhead,
+        )  # fmt: skip
+        cpu = np.minimum(cpu, sustained)
     useless = (cpu <= 0) | (mem <= 0)
-    return dataclasses.replace(table, vcpus=cpu, memory_gib=mem, dominated=table.dominated | useless)
+    return dataclasses.replace(
+        table, vcpus=cpu, memory_gib=mem, dominated=table.dominated | useless, burst_capacity=burst
+    )

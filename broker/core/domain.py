@@ -38,6 +38,14 @@ class StorageTier(StrEnum):
     PREMIUM = "premium"
 
 
+class BurstablePolicy(StrEnum):
+    """Where a workload may run on burstable nodes (docs/solver.md, "Burstable nodes")."""
+
+    BASELINE = "baseline"  # only within the nodes' sustained baseline (the default)
+    ALLOW = "allow"  # at their full vCPUs, spending (or buying) credits
+    NEVER = "never"  # not on burstable nodes at all
+
+
 HOURS_PER_MONTH = 730.0
 
 
@@ -153,6 +161,7 @@ class Workload:
     max_spot_fraction: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     requirements: tuple[Requirement, ...] = ()  # instance requirements, all must hold (docs/solver.md)
+    burstable: BurstablePolicy = BurstablePolicy.BASELINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +281,16 @@ class StopReason(StrEnum):
     INFEASIBLE = "infeasible"  # no placement keeps every hard rule
 
 
+class BoundKind(StrEnum):
+    """What proves an answer's lower bound (docs/solver.md, "What the gap is made of")."""
+
+    LP = "lp"  # the LP over the whole catalog, converged (with the pattern cuts it holds)
+    MIP = "mip"  # the final MIP's dual bound, with reduced-cost inclusion for the rest of the catalog
+    LAGRANGIAN = "lagrangian"  # the Lagrangian bound at the last duals of an unfinished LP
+    NODE_SHARE = "node_share"  # each replica's cheapest share of a node's cost (bounds/node_share.py)
+    LOOSE_LP = "loose_lp"  # the converged LP with fit rows not capped at a class's replicas
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementResult:
     status: str  # optimal | feasible | infeasible
@@ -295,6 +314,8 @@ class PlacementResult:
     # placements stored before they were recorded
     stop_reason: str | None = None
     time_limit_s: float | None = None
+    # what proves lower_bound_per_hour (BoundKind's values); None on placements stored before it
+    bound_kind: str | None = None
     # every baseline priced, `baseline` (the headline, which savings_pct compares with) first;
     # empty for placements stored before there was more than one
     baselines: tuple[Baseline, ...] = ()

@@ -5,7 +5,7 @@ Pure. Two sources, merged per (provider, instance type):
 - facts a catalog states (`InstanceFacts`: the processor, GPU memory, bare metal), bundled in
   `pricing/snapshot/instance_types.csv` for the public catalog;
 - what the provider's naming scheme says, parsed here, so a type that only a live feed knows
-  still gets its family, generation and size (docs/solver.md, "Instance requirements", has the
+  still gets its family, generation and size (docs/solver-requirements.md, "Instance requirements", has the
   table per provider).
 
 An attribute the sources do not give stays unknown (None): for a requirement it is a label

@@ -110,6 +110,9 @@ class PoolColumns:
     memory_gib: FloatArray
     gpus: FloatArray
     gpu_model: npt.NDArray[np.object_]  # "" = none
+    baseline: FloatArray  # sustained share of each vCPU (1: not burstable)
+    node_class: TextColumn  # codes into pricing.node_classes.NODE_CLASSES
+    quota_group: npt.NDArray[np.object_]
 
 
 def coded(codes: npt.NDArray[np.int64], names: Sequence[str]) -> TextColumn:
@@ -174,4 +177,9 @@ def build_pool_attributes(cols: PoolColumns, facts: FactsByType) -> PoolAttribut
     memory = type_memory[type_of]
     memory = np.where(np.isnan(memory), by_model[models.codes], memory)
     number["gpu_memory_gib"] = np.where(has_gpu, memory, np.nan)
+    burstable = cols.baseline < 1.0
+    text["burstable"] = TextColumn(burstable.astype(np.int32), ("false", "true"), ("false", "true"))
+    number["cpu_baseline_percent"] = np.round(cols.baseline * 100.0, 6)
+    text["node_class"] = cols.node_class
+    text["quota_group"] = _text(cols.quota_group)
     return PoolAttributes(text=text, number=number, n=n)

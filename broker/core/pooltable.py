@@ -17,6 +17,7 @@ from broker.core.domain import Arch, CapacityType, Pool, Site
 from broker.core.pool_attributes import FactsByType, PoolAttributes, PoolColumns, build_pool_attributes, coded
 from broker.core.pool_list import PoolList
 from broker.core.reservations import reserved
+from pricing.node_classes import NODE_CLASSES, baseline_percent, family_group
 
 CAPACITY_TYPES: tuple[CapacityType, ...] = tuple(CapacityType)
 ARCHES: tuple[Arch, ...] = tuple(Arch)
@@ -50,12 +51,20 @@ class PoolTable:
     raw_memory_gib: FloatArray
     reserved_vcpus: FloatArray
     reserved_memory_gib: FloatArray
+    # per node: the share of each vCPU it sustains (a burstable type's published baseline, 1 for every
+    # other), its class (index into NODE_CLASSES) and its provider's quota group (pricing/node_classes.py)
+    baseline: FloatArray
+    node_class_idx: IntArray
+    quota_group: npt.NDArray[np.object_]
     # per site
     site_provider: npt.NDArray[np.object_]
     site_lat: FloatArray
     site_lon: FloatArray
     pruned: int = 0  # dominated pools left out of this table (see `compact`)
-    # what catalogs state about instance types, for `attributes` (docs/solver.md, "Instance requirements")
+    # burstable pools at their full vCPUs (a request with `burstable: allow`), else at their sustained
+    # baseline once allocatable.py ran (docs/solver.md, "Burstable nodes")
+    burst_capacity: bool = False
+    # what catalogs state about instance types, for `attributes` (docs/solver-requirements.md, "Instance requirements")
     facts: FactsByType = field(default_factory=dict, compare=False, repr=False)
 
     # the attributes once built, in a box the tables `dataclasses.replace` derives per request
@@ -78,6 +87,9 @@ class PoolTable:
                 memory_gib=self.raw_memory_gib,
                 gpus=self.gpus,
                 gpu_model=self.gpu_model,
+                baseline=self.baseline,
+                node_class=coded(self.node_class_idx, NODE_CLASSES),
+                quota_group=self.quota_group,
             )
             self.attributes_box.append(build_pool_attributes(cols, self.facts))
         return self.attributes_box[0]
@@ -119,6 +131,9 @@ class PoolTable:
             raw_memory_gib=self.raw_memory_gib[idx],
             reserved_vcpus=self.reserved_vcpus[idx],
             reserved_memory_gib=self.reserved_memory_gib[idx],
+            baseline=self.baseline[idx],
+            node_class_idx=self.node_class_idx[idx],
+            quota_group=self.quota_group[idx],
             pruned=self.pruned + self.n_pools - len(idx),
             attributes_box=[],
         )
@@ -138,7 +153,8 @@ class PoolTable:
             again = among & np.isin(self.site_idx, np.unique(self.site_idx[unsure]))
             found = _dominators(
                 self.site_idx, self.cap_idx, self.arch_idx, self.gpu_model, self.vcpus, self.memory_gib,
-                self.gpus, self.price, self.max_nodes, again,
+                self.gpus, self.price, self.max_nodes, _kind(self.baseline, self.node_class_idx),
+                self.raw_vcpus * self.baseline - self.reserved_vcpus, again,
             )  # fmt: skip
             out |= unsure & (found >= 0)
         return out
@@ -172,10 +188,12 @@ def build_pool_table(
     max_nodes = np.fromiter((np.inf if m is None else float(m) for m in col("max_nodes")), dtype=np.float64, count=n)
     site_provider = np.array([s.provider for s in site_list], dtype=object)
     res_cpu, res_mem = reserved(site_provider[site_idx].tolist(), list(col("instance_type")), vcpus, mem)
+    baseline, node_class_idx, quota_group = _node_classes(site_provider[site_idx], col("instance_type"), gpus)
     # on what pods can use: a per-node overhead setting shifts every pool alike, so this holds for any
     dominator = _dominators(
-        site_idx, cap_idx, arch_idx, gpu_model, vcpus - res_cpu, mem - res_mem, gpus, price, max_nodes
-    )
+        site_idx, cap_idx, arch_idx, gpu_model, vcpus - res_cpu, mem - res_mem, gpus, price, max_nodes,
+        _kind(baseline, node_class_idx), vcpus * baseline - res_cpu,
+    )  # fmt: skip
     return PoolTable(
         sites=site_list,
         pools=pool_list,
@@ -196,11 +214,40 @@ def build_pool_table(
         raw_memory_gib=mem,
         reserved_vcpus=res_cpu,
         reserved_memory_gib=res_mem,
+        baseline=baseline,
+        node_class_idx=node_class_idx,
+        quota_group=quota_group,
         site_provider=site_provider,
         site_lat=np.array([np.nan if s.lat is None else s.lat for s in site_list], dtype=np.float64),
         site_lon=np.array([np.nan if s.lon is None else s.lon for s in site_list], dtype=np.float64),
         facts=facts or {},
     )
+
+
+def _node_classes(
+    providers: npt.NDArray[np.object_], instance_types: Sequence[str], gpus: FloatArray
+) -> tuple[FloatArray, IntArray, npt.NDArray[np.object_]]:
+    """Per pool: baseline share per vCPU, node class index, quota group; derived once per distinct
+    (provider, instance type, has GPUs), a few thousand, and broadcast."""
+    n = len(gpus)
+    baseline = np.ones(n, dtype=np.float64)
+    cls = np.zeros(n, dtype=np.int64)
+    group = np.empty(n, dtype=object)
+    memo: dict[tuple[str, str, bool], tuple[float, int, str]] = {}
+    for i, (prov, it, g) in enumerate(zip(providers.tolist(), instance_types, (gpus > 0).tolist(), strict=True)):
+        key = (prov, it, g)
+        hit = memo.get(key)
+        if hit is None:
+            fg = family_group(prov, it, 1.0 if g else 0.0)
+            hit = memo[key] = (baseline_percent(prov, it) / 100.0, NODE_CLASSES.index(fg.node_class), fg.quota_group)
+        baseline[i], cls[i], group[i] = hit
+    return baseline, cls, group
+
+
+def _kind(baseline: FloatArray, node_class_idx: IntArray) -> IntArray:
+    """What domination may not cross: burstable or not, and the node class (a workload kept off
+    burstable nodes or off accelerated ones must still find the pools they would have pruned)."""
+    return np.asarray((baseline < 1.0).astype(np.int64) * len(NODE_CLASSES) + node_class_idx, dtype=np.int64)
 
 
 def _dominators(
@@ -213,14 +260,16 @@ def _dominators(
     gpus: FloatArray,
     price: FloatArray,
     max_nodes: FloatArray,
+    kind: IntArray,
+    sustained: FloatArray,
     among: BoolArray | None = None,
 ) -> IntArray:
     """Per pool, a pool that dominates it (the first by price), or -1: among the pools of
     `among` only (default: every pool).
 
     Pool p is dominated when another unbounded pool q of the same site,
-    capacity type, architecture and GPU model is at least as large in every
-    resource and no dearer: every replica that fits p fits q, passes the same
+    capacity type, architecture, GPU model and kind (`_kind`) is at least as large in every
+    resource, sustained vCPUs included, and no dearer: every replica that fits p fits q, passes the same
     filters, and q's nodes cost no more. Bounded (owned) pools are never
     pruned, their node count is part of the answer.
     """
@@ -232,7 +281,7 @@ def _dominators(
     gpu_code = np.unique(gpu_model[members].astype(str), return_inverse=True)[1].ravel()
     # one integer per (site, capacity type, architecture, GPU model)
     group = site_idx[members].astype(np.int64)
-    for code in (cap_idx[members], arch_idx[members], gpu_code):
+    for code in (cap_idx[members], arch_idx[members], gpu_code, kind[members]):
         group = group * (int(code.max()) + 1) + code
     order = np.argsort(group, kind="stable")
     cuts = np.flatnonzero(np.diff(group[order])) + 1
@@ -241,14 +290,15 @@ def _dominators(
             continue
         idx = members[part]
         # rank: cheapest first; among equal prices the larger node first, so exact ties keep one pool
-        idx = idx[np.lexsort((-gpus[idx], -mem[idx], -vcpus[idx], price[idx]))]
-        v, m, g, pr = vcpus[idx], mem[idx], gpus[idx], price[idx]
+        idx = idx[np.lexsort((-sustained[idx], -gpus[idx], -mem[idx], -vcpus[idx], price[idx]))]
+        v, m, g, pr, su = vcpus[idx], mem[idx], gpus[idx], price[idx], sustained[idx]
         unbounded = max_nodes[idx] == np.inf
         # covers[j, i]: pool j (ranked before i) is at least as large as i and no dearer
         covers = (
             (v[:, None] >= v[None, :])
             & (m[:, None] >= m[None, :])
             & (g[:, None] >= g[None, :])
+            & (su[:, None] >= su[None, :])
             & (pr[:, None] <= pr[None, :])
             & unbounded[:, None]
             & np.tri(len(idx), k=-1, dtype=bool).T

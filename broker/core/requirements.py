@@ -10,7 +10,7 @@ Kubernetes NodeSelectorRequirement semantics, as Karpenter applies them to insta
 Keys are the broker's short names (`instance_family` or `instance-family`) or the Kubernetes
 and Karpenter well-known labels (`karpenter.k8s.aws/instance-family`, `kubernetes.io/arch`, ...),
 with the label's unit (`karpenter.k8s.aws/instance-memory` is MiB, `memory_gib` GiB). Text
-compares case-insensitively. The table is in docs/solver.md, "Instance requirements". Pure.
+compares case-insensitively. The table is in docs/solver-requirements.md, "Instance requirements". Pure.
 """
 
 from __future__ import annotations
@@ -56,6 +56,13 @@ ATTRIBUTES: dict[str, tuple[Kind, str]] = {
     "gpu_memory_gib": (Kind.NUMBER, "memory per GPU, GiB, where the catalog states it"),
     "bare_metal": (Kind.FLAG, "true | false"),
     "capacity_type": (Kind.TEXT, "ondemand (or on-demand) | spot | reserved"),
+    "burstable": (Kind.FLAG, "true for burstable types (AWS T family, Azure B-series, GCP shared-core)"),
+    "cpu_baseline_percent": (
+        Kind.NUMBER,
+        "share of each vCPU a node sustains: the published baseline, 100 if not burstable",
+    ),
+    "node_class": (Kind.TEXT, "general | high-memory | accelerated | hpc"),
+    "quota_group": (Kind.TEXT, "the provider's quota group: aws:Standard, aws:Inf, azure:dasv5, gcp:n2"),
 }
 
 _MIB = 1.0 / 1024.0

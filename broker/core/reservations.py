@@ -2,7 +2,7 @@
 and the hard eviction threshold), from each service's published formula.
 
 A node's allocatable capacity is its raw size minus these reservations (and the DaemonSets
-every node runs, a setting: see allocatable.py). Formulas, per provider (docs/solver.md,
+every node runs, a setting: see allocatable.py). Formulas, per provider (docs/solver-requirements.md,
 "Allocatable capacity"):
 
 - aws (EKS optimised AMI bootstrap): CPU 6 % of the first core, 1 % of the second, 0.5 % of

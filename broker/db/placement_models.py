@@ -243,6 +243,8 @@ class PlacementRow(Base):
     # the solver's time limit and why it stopped; NULL on placements stored before revision 0020
     time_limit_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     stop_reason: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # what proves the lower bound (BoundKind); NULL on placements stored before revision 0028
+    bound_kind: Mapped[str | None] = mapped_column(String(20), nullable=True)
     egress_cost_per_hour: Mapped[float] = mapped_column(Float)
     storage_cost_per_hour: Mapped[float] = mapped_column(Float)
     latency_quantile: Mapped[str] = mapped_column(String(8))  # p50 | p95: the statistic of the latencies

@@ -51,18 +51,6 @@ class DiscountRuleRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
-class PricingJobRow(Base):
-    __tablename__ = "pricing_jobs"
-    id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(40))
-    status: Mapped[str] = mapped_column(String(20))  # queued | running | succeeded | failed
-    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
-    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
-
-
 class SiteDefinitionRow(Base):
     """The document a private or edge site was imported from (TCO inputs kept for audit)."""
 

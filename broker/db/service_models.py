@@ -36,6 +36,19 @@ class BudgetRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
+class FamilyQuotaRow(Base):
+    """A tenant's vCPU quota in one provider quota group ("aws:Inf", "azure:ndasrv4"), set by the
+    operator: what the tenant's accounts can launch there (docs/solver.md, "Node classes")."""
+
+    __tablename__ = "family_quotas"
+    __table_args__ = (UniqueConstraint("tenant", "quota_group", name="uq_family_quotas_tenant_group"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    quota_group: Mapped[str] = mapped_column(String(120))
+    vcpus: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
 class CommitmentRow(Base):
     """The run rate a tenant has committed under one placement name (the latest placement wins).
 

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from broker.app import Broker, new_placement_id
+from broker.app import Broker
 from broker.core.placement import Placement
 from broker.db.dispatch_models import DispatchRow, OutboxRow, ReplanRow
 from broker.db.session import transaction
@@ -44,6 +44,7 @@ from broker.dispatch.policy import TargetPolicy
 from broker.dispatch.schema import check_bundles
 from broker.dispatch.wave_bundles import intermediate_waves
 from broker.errors import NotFound
+from broker.ids import new_dispatch_id
 from broker.placements.store import PlacementStore
 
 PENDING, APPLYING, APPLIED, FAILED, DONE = "pending", "applying", "applied", "failed", "done"
@@ -213,7 +214,7 @@ class DispatchService:
         existing = self._find(placement_id, fp)
         if existing is not None:
             return existing
-        did = "dp_" + new_placement_id()[3:]
+        did = new_dispatch_id()
         # a migration's waves first, in order, each waiting for its new replicas to be ready;
         # then clusters that gain replicas, and clusters that only lose replicas last
         rows = [(b, {"wave": k, "await_ready": True}) for k, wave in enumerate(waves, start=1) for b in wave]

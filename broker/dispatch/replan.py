@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from broker.app import Broker, new_placement_id, parse_request
+from broker.app import Broker, parse_request
 from broker.core.domain import Assignment, PlacementResult
 from broker.core.placement import Placement
 from broker.db.dispatch_models import ReplanRow
@@ -31,6 +31,7 @@ from broker.dispatch.migration import (
     slots_from_assignments,
 )
 from broker.errors import BrokerError, InvalidRequest, NotFound
+from broker.ids import new_replan_id
 from broker.placements.documents import placement_document
 from broker.placements.store import PlacementStore
 
@@ -172,7 +173,7 @@ class ReplanService:
         }
         if doc.dry_run:
             return out
-        rid = "rp_" + new_placement_id()[3:]
+        rid = new_replan_id()
         out["id"] = rid
         out["created_at"] = datetime.now(UTC).isoformat()
         with transaction(self.broker.sessions) as s:

@@ -13,9 +13,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from broker.app import Broker, new_placement_id, parse_request
+from broker.app import Broker, parse_request
 from broker.core.placement import Placement
 from broker.db.session import transaction
+from broker.finops.store import DEMO_WARNING
+from broker.ids import new_placement_id
 from broker.placements.store import PlacementStore
 
 _EU = {"name": "eu-users", "lat": 50.11, "lon": 8.68}
@@ -132,6 +134,7 @@ def seed_demo(
                 pid = new_placement_id()
                 placement = solved[(doc["name"], rng.choice(factors))]
                 created = now - timedelta(days=age)
-                PlacementStore.add(s, replace(placement, id=pid, tenant=tenant, created_at=created))
+                demo = replace(placement.result, warnings=(*placement.result.warnings, DEMO_WARNING))
+                PlacementStore.add(s, replace(placement, id=pid, tenant=tenant, created_at=created, result=demo))
                 ids.append(pid)
     return ids

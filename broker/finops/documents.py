@@ -16,6 +16,7 @@ from broker.core.domain import HOURS_PER_MONTH, Site
 from broker.core.placement import Placement
 from broker.finops.ledger import Figures, GroupFigures, SeriesPoint
 from broker.finops.service import Dashboard, PriceAge, SavingsReport
+from broker.finops.store import DEMO_WARNING
 from broker.solver.baselines.compare import (
     ANYWHERE,
     ANYWHERE_DESCRIPTION,
@@ -209,6 +210,7 @@ class LatestOut(BaseModel):
     baseline_cost_per_hour: float | None
     savings_pct: float | None
     greedy_savings_pct: float | None = None  # the second figure, where the placement has it
+    demo: bool = False  # stored by `broker finops seed-demo` (extension)
     assignments: list[LatestAssignmentOut]
 
     @classmethod
@@ -221,6 +223,7 @@ class LatestOut(BaseModel):
             created_at=p.created_at.isoformat() if p.created_at else None,
             status=r.status,
             cost_per_hour=r.cost_per_hour,
+            demo=DEMO_WARNING in r.warnings,
             baseline_policy=r.baseline.policy,
             baseline_cost_per_hour=r.baseline.cost_per_hour,
             savings_pct=r.savings_pct,
@@ -285,6 +288,11 @@ class DashboardOut(BaseModel):
     price_stale_after_days: float
     forecast: dict[str, Any]
     tenants: list[str]
+    demo_placements: int = Field(
+        0,
+        description="extension: how many of the window's placements are demo data stored by `broker finops "
+        "seed-demo` (each carries a `demo data: ...` warning); the page says so above its figures",
+    )
 
     @classmethod
     def from_domain(cls, d: Dashboard) -> DashboardOut:
@@ -303,4 +311,5 @@ class DashboardOut(BaseModel):
             price_stale_after_days=d.price_stale_after_days,
             forecast=dict(d.forecast),
             tenants=list(d.tenants),
+            demo_placements=d.demo_placements,
         )

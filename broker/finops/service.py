@@ -108,6 +108,7 @@ class Dashboard:
     forecast: Mapping[str, Any]  # the forecasting area's comparison, as it reports it
     tenants: list[str]
     price_stale_after_days: float = 30.0  # the age past which `prices` are stale (the banner says it)
+    demo_placements: int = 0  # of the window's placements, those `broker finops seed-demo` stored
 
 
 @dataclass
@@ -168,6 +169,7 @@ class FinOps:
             forecast=self._forecast(tenant, lo, hi),
             tenants=store.tenants(self.broker.sessions),
             price_stale_after_days=self.broker.settings.price_stale_after_days,
+            demo_placements=store.demo_count(self.broker.sessions, tenant=tenant, start=lo, end=hi),
         )
 
     def _prices(self) -> list[PriceAge]:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, exists, insert, or_, select, tuple_, update
+from sqlalchemy import String, and_, cast, exists, func, insert, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -162,6 +162,24 @@ def _window(tenant: str | None, start: datetime, end: datetime) -> Any:
         or_(LedgerEntryRow.superseded_at.is_(None), LedgerEntryRow.superseded_at > start),
     )
     return cond if tenant is None else and_(cond, LedgerEntryRow.tenant == tenant)
+
+
+# every placement `broker finops seed-demo` stores carries this warning, so the API and the CLI show
+# it with the placement and the dashboard counts a window's demo placements by it (demo_count)
+DEMO_WARNING = "demo data: stored by `broker finops seed-demo` to try the dashboard; not a real placement"
+
+
+def demo_count(factory: sessionmaker[Session], *, tenant: str | None, start: datetime, end: datetime) -> int:
+    """How many of the window's ledger entries are demo placements (their warnings hold DEMO_WARNING)."""
+    marker = f"%{DEMO_WARNING}%"  # no LIKE wildcard (_ or %) in it; JSON keeps it as it is
+    with factory() as s:
+        q = (
+            select(func.count())
+            .select_from(LedgerEntryRow)
+            .join(PlacementRow, PlacementRow.id == LedgerEntryRow.placement_id)
+            .where(_window(tenant, start, end), cast(PlacementRow.warnings, String).like(marker))
+        )
+        return int(s.scalar(q) or 0)
 
 
 def load(

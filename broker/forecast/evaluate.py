@@ -97,3 +97,28 @@ def predictions_frame(panel: Panel, forecasts: list[Forecast], horizon: int) -> 
         )
         frames.append(pd.DataFrame({"series_id": f.series_id, "timestamp": stamp, "p50": f.p50, "p95": f.p95}))
     return pd.concat(frames, ignore_index=True).round({"p50": 4, "p95": 4})
+
+
+# what the selected forecaster's p95 promises: 95 % of actuals at or below it; docs/forecast.md
+# counts 90-98 % as met on the benchmark traces (weeks of history per series)
+P95_PROMISE_PCT = 95.0
+P95_MET_RANGE = (90.0, 98.0)
+
+
+def best_fixed_rule(scores: dict[str, Scores], rules: tuple[str, ...]) -> str:
+    """The fixed rule with the lowest MAE in these scores (the table the user reads)."""
+    return min((r for r in rules if r in scores), key=lambda r: scores[r].mae)
+
+
+def coverage_note(coverage_pct: float) -> str:
+    """The selected forecaster's p95 coverage against what it promises, said plainly."""
+    low, high = P95_MET_RANGE
+    said = f"selected p95 coverage {coverage_pct:.1f} % (promised {P95_PROMISE_PCT:g} %"
+    if low <= coverage_pct <= high:
+        return f"{said}: met, within {low:g}-{high:g} %)"
+    off = coverage_pct - P95_PROMISE_PCT
+    way = "below: its p95 is too low for" if off < 0 else "above: its p95 is wider than needed for"
+    return (
+        f"{said}): {abs(off):.1f} points {way} this history; the band is calibrated on backtests "
+        "of the history itself, so a few days per series calibrate it poorly (docs/forecast.md)"
+    )

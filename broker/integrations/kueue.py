@@ -35,6 +35,7 @@ from broker.core.domain import Arch, CapacityType, ResidencyPolicy, Site
 from broker.core.pooltable import ARCHES, CAPACITY_TYPES, PoolTable
 from broker.core.residency import resolve_policy
 from broker.integrations.extender import PREFIX, RESIDENCY_ANNOTATION
+from pricing.node_classes import NODE_CLASSES, OPT_IN_CLASSES
 
 GROUP = "kueue.x-k8s.io"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"  # AdmissionCheck.spec.controllerName
@@ -254,7 +255,9 @@ def rejected_by(wl: Mapping[str, Any], check: Mapping[str, Any] | None, last_clu
 
 def site_costs(ask: WorkloadAsk, table: PoolTable, sites: Iterable[str]) -> dict[str, float]:
     """USD per hour of the whole Workload at each site: every pod set on the site's cheapest pool
-    that fits it (nodes = ceil(pods / pods per node), within the pool's node limit); inf where a
+    that fits it (a burstable pool at its sustained baseline: the table's allocatable capacity;
+    accelerated and HPC pools only for pod sets with GPUs, docs/solver.md "Node classes"; nodes =
+    ceil(pods / pods per node), within the pool's node limit); inf where a
     pod set fits no pool of the allowed capacity types and architecture."""
     wanted = [s for s in dict.fromkeys(sites) if s in table.site_index]
     out = {s: math.inf for s in dict.fromkeys(sites)}
@@ -269,7 +272,10 @@ def site_costs(ask: WorkloadAsk, table: PoolTable, sites: Iterable[str]) -> dict
     for ps in ask.pod_sets:
         if ps.count <= 0:
             continue
-        idx = np.flatnonzero(base & (table.arch_idx == ARCHES.index(ps.arch)))
+        ok = base & (table.arch_idx == ARCHES.index(ps.arch))
+        if ps.gpus <= 0:  # as placements: no accelerated or HPC node for pods that ask for no accelerator
+            ok &= ~np.isin(table.node_class_idx, [NODE_CLASSES.index(c) for c in OPT_IN_CLASSES])
+        idx = np.flatnonzero(ok)
         per_node = np.full(len(idx), float(PODS_PER_NODE))
         for need, have in ((ps.cpu, table.vcpus), (ps.memory_gib, table.memory_gib), (ps.gpus, table.gpus)):
             if need > 0:

@@ -10,11 +10,12 @@ worker heartbeats and `rq info` for operators, and enqueues in about 0.3 ms
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
 
 from broker.errors import QueueUnavailable
-from broker.jobs.store import JobStore, run_job
+from broker.jobs.store import JobStore
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -30,8 +31,9 @@ RUN_FUNCTION = "broker.jobs.worker.run"
 class JobQueue(Protocol):
     kind: str
 
-    def enqueue(self, job_id: str) -> None:
-        """Queue a stored job's id; raises QueueUnavailable when the queue cannot take it."""
+    def enqueue(self, job_id: str, lane: str = "") -> None:
+        """Queue a stored job's id; raises QueueUnavailable when the queue cannot take it. A
+        `lane` (its kind's, kinds.py) runs apart from the others where the queue has threads."""
         ...
 
     def ping(self) -> None:
@@ -46,25 +48,37 @@ class JobQueue(Protocol):
 
 
 class InProcessQueue:
-    """Jobs run on threads of the API process; queued jobs are re-enqueued from the DB at start."""
+    """Jobs run on threads of the API process, `threads` per lane (one pool each, so a price
+    refresh never waits behind a solve); queued jobs are re-enqueued from the DB at start."""
 
     kind = "in-process"
 
-    def __init__(self, broker: Broker, *, threads: int = 1) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        run: Callable[[Broker, str], str],
+        *,
+        lanes: Mapping[str, str] | None = None,
+        threads: int = 1,
+    ) -> None:
         self._broker = broker
+        self._run_job = run  # runner.run_job
+        self._lanes = dict(lanes or {})  # job kind -> lane, for the jobs recovered at start
         self._store = JobStore(broker.sessions)
         self._threads = threads
-        self._pool: ThreadPoolExecutor | None = None
+        self._pools: dict[str, ThreadPoolExecutor] = {}
 
-    def enqueue(self, job_id: str) -> None:
+    def enqueue(self, job_id: str, lane: str = "") -> None:
         # created on first use, and again after close(): an app may be started and stopped repeatedly
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="broker-job")
-        self._pool.submit(self._run, job_id)
+        pool = self._pools.get(lane)
+        if pool is None:
+            prefix = f"broker-job-{lane}" if lane else "broker-job"
+            pool = self._pools[lane] = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix=prefix)
+        pool.submit(self._run, job_id)
 
     def _run(self, job_id: str) -> None:
         try:
-            run_job(self._broker, job_id)
+            self._run_job(self._broker, job_id)
         except Exception:  # the pool swallows exceptions silently; log them instead
             log.exception("job %s could not be run", job_id)
 
@@ -75,15 +89,15 @@ class InProcessQueue:
         return self._store.depth()
 
     def recover(self) -> int:
-        ids = self._store.pending_ids()
-        for job_id in ids:
-            self.enqueue(job_id)
-        return len(ids)
+        jobs = self._store.pending()
+        for job_id, kind in jobs:
+            self.enqueue(job_id, self._lanes.get(kind, ""))
+        return len(jobs)
 
     def close(self) -> None:
         # queued jobs stay "queued" in the database and are recovered by the next start
-        pool, self._pool = self._pool, None
-        if pool is not None:
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
             pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -102,8 +116,10 @@ class RedisQueue:
         self.queue: Queue = Queue(settings.queue_name, connection=self.connection)
         self._timeout = max(1, int(settings.job_timeout_s))
 
-    def enqueue(self, job_id: str) -> None:
+    def enqueue(self, job_id: str, lane: str = "") -> None:
         from redis.exceptions import RedisError
+
+        # one rq queue: each worker runs one job at a time, whatever its lane
 
         # the rq job id is the broker job id, so enqueueing one twice cannot create two jobs
         try:
@@ -138,20 +154,14 @@ class RedisQueue:
         self.connection.close()
 
 
-def submit(queue: JobQueue, store: JobStore, job_id: str) -> None:
+def submit(queue: JobQueue, store: JobStore, job_id: str, *, lane: str = "") -> None:
     """Queue a job just stored. When the queue cannot take it, the job is withdrawn (its row
     deleted while still `queued`), so no later start or worker runs a request whose client was
     told it failed, and QueueUnavailable (a 503) goes up. A job some runner claimed meanwhile
     (Redis took it although the answer was lost) was queued after all: it stays."""
     try:
-        queue.enqueue(job_id)
+        queue.enqueue(job_id, lane)
     except QueueUnavailable:
         if store.withdraw(job_id):
             raise
         log.info("job %s was claimed although queueing it failed; it stays", job_id)
-
-
-def make_queue(broker: Broker) -> JobQueue:
-    if broker.settings.redis_url:
-        return RedisQueue(broker.settings)
-    return InProcessQueue(broker)

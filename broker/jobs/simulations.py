@@ -16,18 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
 
 from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, Conflict, InvalidRequest, NotFound, QueueUnavailable
+from broker.ids import new_simulation_id
 from broker.jobs.queue import JobQueue, submit
-from broker.jobs.store import SUBMITTED_AT, JobStore, new_job_id
+from broker.jobs.store import JobStore
 from broker.problems import error_problem, internal_problem
 from broker.simulate.fleet import STEP_S, FleetIn, parse_fleet
 from broker.simulate.load import parts_of
 from broker.simulate.metrics import events_frame, series_frame, summary_frame
 from broker.simulate.policies import POLICIES
-from broker.simulate.run import check_policies, invalid_summary, prepare, run_simulation
+from broker.simulate.run import Simulation, check_policies, invalid_summary, prepare, run_simulation
 from broker.solver_runtime import solver_options
 from pricing.traces import read_usage_traces
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.simulations")
 KIND_SIMULATION = "simulation"
+SUBMITTED_AT = "/v1/simulations"  # where a simulation is asked for: a failed one's problem `instance`
 DEFAULT_POLICIES = ("kube-default", "cheapest-fit", "karpenter-like", "broker")
 # the stored per-step figures (the dashboard's plots); longer runs are stored hourly
 STORED_SERIES = (
@@ -72,6 +75,8 @@ def describe(row: SimulationRow, *, results: bool = True) -> dict[str, Any]:
         # a cancel asked for and not yet taken: the run stops at its next progress write
         "cancel_requested": bool(row.cancel_requested) and row.status in ("queued", "running"),
         "warnings": row.warnings,  # small, and a reason to doubt a run: listed too
+        # who ran it: the API's job, or `broker simulate --store` (the CLI ran it and stored it here)
+        "source": row.request.get("source", "api"),
     }
     if results:
         out.update(summary=row.summary, series=row.series, events=row.events)
@@ -130,7 +135,7 @@ class SimulationService:
         """A queued simulation and the job that runs it: (simulation, job id)."""
         names = list(policies) if policies is not None else list(DEFAULT_POLICIES)
         fleet = self.validate(fleet_doc, policies=names, days=days, seed=seed)
-        sid = "sim_" + new_job_id()[4:]
+        sid = new_simulation_id()
         request = {"fleet": fleet_doc, "policies": names, "days": days or fleet.days, "seed": fleet.seed}
         with transaction(self.broker.sessions) as s:
             row = SimulationRow(
@@ -148,6 +153,38 @@ class SimulationService:
             out = describe(row, results=False)
         job = JobStore(self.broker.sessions).create(tenant=tenant, request={"simulation_id": sid}, kind=KIND_SIMULATION)
         return out, str(job["id"])
+
+    def store_finished(
+        self, sim: Simulation, fleet_doc: Any, *, tenant: str, policies: builtins.list[str], started_at: datetime
+    ) -> dict[str, Any]:
+        """A run the CLI made (`broker simulate --store`), stored as a succeeded simulation with
+        the same results an API run stores, so GET /v1/simulations and the dashboard show it."""
+        sid = new_simulation_id()
+        request = {
+            "fleet": fleet_doc,
+            "policies": policies,
+            "days": sim.days,
+            "seed": sim.fleet.seed,
+            "source": "cli",
+        }
+        now = datetime.now(UTC)
+        with transaction(self.broker.sessions) as s:
+            row = SimulationRow(
+                id=sid,
+                tenant=tenant,
+                name=sim.fleet.name,
+                status="succeeded",
+                cancel_requested=False,
+                request=request,
+                progress=1.0,
+                progress_detail="",
+                created_at=started_at,
+                started_at=started_at,
+                finished_at=now,
+                **_results(sim),
+            )
+            s.add(row)
+            return describe(row, results=False)
 
     def submit(self, queue: JobQueue, sid: str, job_id: str) -> None:
         """Queue the job of a simulation just created; when the queue cannot take it, the
@@ -233,19 +270,13 @@ class SimulationService:
             self._end(sid, "cancelled", error={"type": "cancelled", "detail": "cancelled on request"})
             return "cancelled"
         except BrokerError as exc:  # the document POST would have answered with (as a failed job's error)
-            self._end(sid, "failed", error=error_problem(exc, instance=SUBMITTED_AT[KIND_SIMULATION]))
+            self._end(sid, "failed", error=error_problem(exc, instance=SUBMITTED_AT))
             return "failed"
         except Exception:  # a run must end with a status, whatever broke
             log.exception("simulation %s crashed", sid)
-            self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT[KIND_SIMULATION]))
+            self._end(sid, "failed", error=internal_problem(instance=SUBMITTED_AT))
             return "failed"
-        results = {
-            "summary": summary_frame(sim.runs).to_dict("records"),
-            "series": _series(sim.runs),
-            "events": events_frame(sim.runs).to_dict("records"),
-            "warnings": sim.warnings,
-        }
-        return self._end(sid, "succeeded", results=results)
+        return self._end(sid, "succeeded", results=_results(sim))
 
     def _progress(self, sid: str, n_policies: int) -> Any:
         seen: list[str] = []
@@ -299,6 +330,16 @@ def _within(exc: InvalidRequest, prefix: list[Any], *, days_given: bool = False)
     return InvalidRequest(exc.detail, errors=errors)
 
 
+def _results(sim: Simulation) -> dict[str, Any]:
+    """What a finished run stores (SimulationRow's result columns)."""
+    return {
+        "summary": summary_frame(sim.runs).to_dict("records"),
+        "series": _series(sim.runs),
+        "events": events_frame(sim.runs).to_dict("records"),
+        "warnings": sim.warnings,
+    }
+
+
 def _series(runs: list[Any]) -> dict[str, Any]:
     """Per policy: hour and the stored figures, per step, or hourly means for long runs."""
     frame = series_frame(runs)
@@ -321,3 +362,13 @@ def run_simulation_job(broker: Broker, request: dict[str, Any]) -> dict[str, Any
     if status in ("failed", "cancelled"):  # the job fails with it; the simulation's row says why
         raise BrokerError(f"simulation {sid} {status}", simulation_id=sid, simulation_status=status)
     return {"simulation_id": sid, "status": status}
+
+
+def fail_with_job(s: Session, request: Any, problem: dict[str, Any], now: datetime) -> None:
+    """An abandoned simulation job's simulation fails with it (in the job's transaction)."""
+    if isinstance(request, dict) and request.get("simulation_id"):
+        s.execute(
+            update(SimulationRow)
+            .where(SimulationRow.id == str(request["simulation_id"]), SimulationRow.status.in_(("queued", "running")))
+            .values(status="failed", error=problem, finished_at=now)
+        )

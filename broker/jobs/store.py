@@ -1,41 +1,32 @@
-"""Async placement jobs: their state lives in the database, the queue only carries job ids.
+"""Where jobs are stored: their state lives in the database, the queue only carries job ids.
 
 So a job's status survives any restart of the API or the worker, a job is polled
 the same way whichever queue runs it, and running one twice is harmless: a
-runner first claims it (queued -> running in one UPDATE), and only one claim wins.
+runner first claims it (queued -> running in one UPDATE), and only one claim wins. What a job
+does is its kind's (kinds.py); running one is runner.py's. This module only stores.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from broker.db.service_models import JobRow
 from broker.db.session import transaction
-from broker.db.simulation_models import SimulationRow
 from broker.errors import BrokerError, NotFound, RunnerStopped
-from broker.observability import tenant_var
-from broker.placements.documents import placement_document
-from broker.problems import error_problem, internal_problem
-
-if TYPE_CHECKING:
-    from broker.app import Broker
+from broker.ids import new_job_id
+from broker.problems import error_problem
 
 log = logging.getLogger("broker.jobs")
 
 KIND_PLACEMENT = "placement"
-# where each kind of job was asked for: a failed job's problem document names it as its
-# `instance`, so the document is the one that request would have been answered with
-SUBMITTED_AT = {KIND_PLACEMENT: "/v1/placements", "simulation": "/v1/simulations"}
 # a running job's runner writes its heartbeat this often (a thread beside the job); a job still
 # "running" whose heartbeat is older than HEARTBEAT_STALE lost its runner (killed, crashed) and is
 # failed with a runner-stopped problem, never run again (a placement job that stored its placement
@@ -45,8 +36,22 @@ HEARTBEAT_STALE = timedelta(seconds=120)
 ABANDONED_CHECK_S = 30.0
 
 
-def new_job_id() -> str:
-    return f"job_{int(time.time() * 1000):x}{os.urandom(8).hex()}"
+class FailedWithResult(Exception):
+    """A job that failed with a result worth keeping (a price refresh: every provider's outcome,
+    some of them failed); `error` becomes the job's problem document."""
+
+    def __init__(self, error: BrokerError, result: dict[str, Any]) -> None:
+        super().__init__(str(error))
+        self.error, self.result = error, result
+
+
+class Abandoning(Protocol):
+    """What failing an abandoned job of a kind needs of the kind (broker/jobs/kinds.py)."""
+
+    @property
+    def submitted_at(self) -> str: ...
+
+    def abandoned(self, s: Session, request: Any, problem: dict[str, Any], now: datetime) -> None: ...
 
 
 def describe(row: JobRow) -> dict[str, Any]:
@@ -104,9 +109,13 @@ class JobStore:
 
     def pending_ids(self) -> list[str]:
         """Jobs to (re)enqueue after a restart: the queued ones."""
+        return [job_id for job_id, _kind in self.pending()]
+
+    def pending(self) -> list[tuple[str, str]]:
+        """The queued jobs, oldest first: (id, kind)."""
         with self._sessions() as s:
-            q = select(JobRow.id).where(JobRow.status == "queued")
-            return list(s.scalars(q.order_by(JobRow.created_at)))
+            q = select(JobRow.id, JobRow.kind).where(JobRow.status == "queued")
+            return [(job_id, kind) for job_id, kind in s.execute(q.order_by(JobRow.created_at))]
 
     def depth(self) -> int:
         with self._sessions() as s:
@@ -154,11 +163,12 @@ class JobStore:
             stop.set()
             thread.join(timeout=5)
 
-    def fail_abandoned(self) -> list[str]:
+    def fail_abandoned(self, kinds: Mapping[str, Abandoning]) -> list[str]:
         """Fail the running jobs whose runner stopped (no heartbeat for HEARTBEAT_STALE; a job
-        claimed before heartbeats existed: by its start), with a runner-stopped problem, and the
-        simulation a simulation job ran. Safe beside other processes doing the same and beside
-        live runners: each row is failed by one UPDATE that checks the heartbeat is still stale."""
+        claimed before heartbeats existed: by its start), with a runner-stopped problem, and what
+        the job's kind fails with it (a simulation job's simulation), in the same transaction.
+        Safe beside other processes doing the same and beside live runners: each row is failed
+        by one UPDATE that checks the heartbeat is still stale."""
         stale = datetime.now(UTC) - HEARTBEAT_STALE
         last = func.coalesce(JobRow.heartbeat_at, JobRow.started_at)
         abandoned = (JobRow.status == "running") & (last < stale)
@@ -172,7 +182,7 @@ class JobStore:
                     "the job is not run again: send the request again",
                     job_id=job_id,
                 ),
-                instance=SUBMITTED_AT.get(kind, f"/v1/jobs/{job_id}"),
+                instance=kinds[kind].submitted_at if kind in kinds else f"/v1/jobs/{job_id}",
             )
             now = datetime.now(UTC)
             with transaction(self._sessions) as s:
@@ -183,15 +193,8 @@ class JobStore:
                 )
                 if getattr(res, "rowcount", 0) != 1:
                     continue  # it beat meanwhile, finished, or another process failed it
-                if kind == "simulation" and isinstance(request, dict) and request.get("simulation_id"):
-                    s.execute(
-                        update(SimulationRow)
-                        .where(
-                            SimulationRow.id == str(request["simulation_id"]),
-                            SimulationRow.status.in_(("queued", "running")),
-                        )
-                        .values(status="failed", error=doc, finished_at=now)
-                    )
+                if kind in kinds:
+                    kinds[kind].abandoned(s, request, doc, now)
             log.warning("job %s failed: its runner stopped (no heartbeat since %s)", job_id, stale)
             failed.append(job_id)
         return failed
@@ -206,56 +209,3 @@ class JobStore:
             row.error = error
             row.placement_id = (result or {}).get("id")
             row.finished_at = datetime.now(UTC)
-
-
-def run_job(broker: Broker, job_id: str) -> str:
-    """Run one job if this runner wins its claim. Returns the job's final status or "skipped"."""
-    store = JobStore(broker.sessions)
-    row = store.claim(job_id)
-    if row is None:
-        return "skipped"
-    token = tenant_var.set(row.tenant)
-    instance = SUBMITTED_AT.get(row.kind, f"/v1/jobs/{job_id}")
-    try:
-        with store.heartbeat(job_id):  # while it runs: a runner that dies stops beating
-            doc = _execute(broker, row)
-    except BrokerError as exc:
-        store.finish(job_id, result=None, error=error_problem(exc, instance=instance))
-        return "failed"
-    except Exception:  # a job must end with a status, whatever broke
-        log.exception("job %s crashed", job_id)
-        store.finish(job_id, result=None, error=internal_problem(instance=instance))
-        return "failed"
-    finally:
-        tenant_var.reset(token)
-    store.finish(job_id, result=doc, error=None)
-    return "succeeded"
-
-
-def _execute(broker: Broker, row: JobRow) -> dict[str, Any]:
-    """What the job does; its result document."""
-    if row.kind == "simulation":  # a fleet simulation (broker/jobs/simulations.py): its own row keeps its state
-        from broker.jobs.simulations import run_simulation_job
-
-        return run_simulation_job(broker, row.request)
-    # nobody holds a connection open for a job: it gets the asynchronous cap
-    placement, _stored = broker.place(row.request, tenant=row.tenant, synchronous=False)
-    return placement_document(placement)
-
-
-def watch_abandoned(store: JobStore, *, name: str = "abandoned-jobs") -> Callable[[], None]:
-    """Fail abandoned jobs (JobStore.fail_abandoned) now and every ABANDONED_CHECK_S on a daemon
-    thread, so a job whose runner died is failed even when no process restarts. Returns stop()."""
-    stop = threading.Event()
-
-    def watch() -> None:
-        while True:
-            try:
-                store.fail_abandoned()
-            except Exception:  # the database away: look again next time
-                log.warning("could not look for abandoned jobs", exc_info=True)
-            if stop.wait(ABANDONED_CHECK_S):
-                return
-
-    threading.Thread(target=watch, name=name, daemon=True).start()
-    return stop.set

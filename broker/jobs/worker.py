@@ -6,7 +6,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from broker.jobs.store import JobStore, run_job, watch_abandoned
+from broker.jobs.runner import fail_abandoned, run_job, watch_abandoned
+from broker.jobs.store import JobStore
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -63,8 +64,8 @@ def serve(broker: Broker, *, burst: bool = False, poll_s: float = 1.0) -> int:
     broker.catalog()
     resume_dispatches(broker)
     store = JobStore(broker.sessions)
-    store.fail_abandoned()
-    stop_watching = watch_abandoned(store)
+    fail_abandoned(broker.sessions)
+    stop_watching = watch_abandoned(broker.sessions)
     try:
         return _serve(broker, store, burst=burst, poll_s=poll_s)
     finally:

@@ -282,6 +282,16 @@ class PlacementOut(BaseModel):
         exclude_if=lambda v: v is None,
     )
 
+    bound_kind: Literal["lp", "mip", "lagrangian", "node_share", "loose_lp"] | None = Field(
+        None,
+        description="extension: what proves lower_bound_per_hour: lp (the LP over the whole catalog, converged, "
+        "with its pattern cuts: every node's replicas as a real node holds them), mip (the final MIP's dual bound, "
+        "the rest of the catalog by reduced costs), lagrangian or loose_lp (the LP did not converge in time), "
+        "node_share (each replica's cheapest share of a node: enterprise-sized requests); left out for "
+        "placements stored before it",
+        exclude_if=lambda v: v is None,
+    )
+
     @classmethod
     def from_domain(cls, p: Placement) -> PlacementOut:
         """The response document of the contract for a placement (stored or a dry run)."""
@@ -315,6 +325,7 @@ class PlacementOut(BaseModel):
             packing=PackingOut.from_domain(r.packing) if r.packing else None,
             time_limit_s=r.time_limit_s,
             stop_reason=r.stop_reason,
+            bound_kind=r.bound_kind,
         )
 
 

@@ -24,6 +24,7 @@ from pydantic import Strict as StrictType
 
 from broker.core.domain import (
     Arch,
+    BurstablePolicy,
     CapacityType,
     Dependency,
     Objective,
@@ -155,6 +156,11 @@ class WorkloadIn(Strict):
         description="instance requirements, all must hold (extension; docs/solver.md, Instance requirements)",
     )
     demand: DemandIn | None = None  # size cpu/memory from a usage forecast (docs/forecast.md)
+    burstable: BurstablePolicy = Field(
+        BurstablePolicy.BASELINE,
+        description="extension (docs/solver.md, Burstable nodes): baseline (default) places replicas on a "
+        "burstable node only within its sustained baseline; allow at its full vCPUs; never keeps them off",
+    )
     # extension (docs/dispatch.md): the migration scheduler's per-workload disruption budget
     max_unavailable: Annotated[int, StrictType(), Field(ge=1, le=100_000)] | Percent | None = Field(
         None,
@@ -214,6 +220,7 @@ class WorkloadIn(Strict):
             max_spot_fraction=self.max_spot_fraction,
             labels=dict(self.labels),
             requirements=tuple(r.to_domain() for r in self.requirements),
+            burstable=self.burstable,
         )
 
 

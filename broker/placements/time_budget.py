@@ -101,3 +101,21 @@ def time_budget(asked_s: float | None, workloads: int, caps: TimeCaps, *, synchr
     return TimeBudget(
         seconds=min(wanted, cap_s), asked_s=asked_s, default_s=default_s, cap_s=cap_s, synchronous=synchronous
     )
+
+
+CLOCK_WARNING_PREFIX = "clock-dependent answer"
+
+
+def clock_warning(*, status: str, stop_reason: str | None, gap_pct: float, reproducible: bool) -> str | None:
+    """What an answer says when it depends on the clock (None when it does not): a search that ended
+    on its time, not on a proof of optimality, may end elsewhere on another run or machine, so the
+    same request (a CI gate's) can get another placement and cost. A reproducible request ends on
+    work limits instead (its own warning says when the clock still cut it short)."""
+    if reproducible or status == "optimal" or stop_reason is None or stop_reason == "infeasible":
+        return None
+    return (
+        f"{CLOCK_WARNING_PREFIX}: the search stopped ({stop_reason}, {gap_pct:.2f}% gap) without proving "
+        "this placement optimal and its solves end on the clock, so the same request may get another "
+        'placement and cost on another run; send "reproducible": true (broker place --reproducible) '
+        "for one that ends on work limits, the same on any machine"
+    )

@@ -59,6 +59,8 @@ def simulate(
     wall0, cpu0 = time.perf_counter(), time.process_time()
     replay = Replay(fleet, market, usage, scenario, policy.name, solver_options=solver_options)
     policy.start(replay.ctx)
+    if progress is not None:  # the policy starts now: its opening placement can be its longest step
+        progress(0, scenario.steps)
     policy.decide(replay.c, replay.opening())
     replay.opened()
     for step in range(scenario.steps):

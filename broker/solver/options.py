@@ -127,6 +127,16 @@ class SolverOptions:
     # below, the second phase costs more than it saves; above, one CG round fills the time
     loose_fit_min_cols: int = 500_000
     loose_fit_max_cols: int = 20_000_000
+    # pattern cuts (search/pattern_cuts.py): when the LP prices out, the pools whose replicas it
+    # packs into fewer nodes than any packing can get a cut and CG goes on, at most this many
+    # times (0: none, only to measure them)
+    pattern_cut_rounds: int = 20
+    # up to this many classes the search counts the nodes of pools several classes share by their
+    # patterns (model/patterns.PatternNodes: what packing will need), not the aggregate rule
+    pattern_nodes_max_classes: int = 200
+    # up to this universe size every column's fit row joins with it: on small models one LP run
+    # per round beats re-solving for each batch of broken rows; on big ones the rows double the LP
+    eager_fit_max_cols: int = 500_000
 
     # -- bounds beside the search (bounds/) -----------------------------------------------------
     # universe sizes from which the node-share bound is priced by its relaxation's LP, solved by
@@ -199,6 +209,8 @@ class SolverOptions:
     # separation ignores the clock: it is skipped and LNS takes the time
     final_mip_max_cols: int = 20_000
     final_mip_min_s: float = 0.5  # not started with less time left: it would run far past it
+    # the final MIP again with the pattern cuts its answer breaks, at most this many more times
+    pattern_cut_mip_rounds: int = 3
     final_mip_share: float = 0.75  # HiGHS overruns its limit on big models (presolve, root LP): a margin
     # reduced-cost inclusion: columns at most (the most promising first), as the MIP must finish its root
     include_cols: int = 40_000

@@ -38,6 +38,9 @@ class PlacementProblem:
     # the request as the user declared it, when `request` was sized from demand forecasts: the
     # kubernetes-packer baseline runs the declared requests (None: `request` is as declared)
     declared: PlacementRequest | None = None
+    # the tenant's vCPU quotas per provider quota group ("aws:Inf" -> 0): a pool of a group whose
+    # quota is below one node's vCPUs is no candidate (prepare/filters.py)
+    family_quotas: Mapping[str, float] = field(default_factory=dict)
 
     def storage_per_replica_hour(self, storage_gib: float, tier: StorageTier) -> FloatArray:
         """USD per replica-hour of block storage at each site."""

@@ -7,6 +7,7 @@ requests) -> answer (replicas dealt back to workloads, costs, bound, explanation
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from broker.core.domain import Baseline, NodeAllocation, PlacementResult, StopReason
-from broker.core.pooltable import FloatArray, IntArray
+from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.errors import Infeasible, InvalidRequest
 from broker.solver.answer.disaggregate import disaggregate
 from broker.solver.answer.explain import explain_assignments
@@ -26,9 +27,10 @@ from broker.solver.baselines.kubernetes import kubernetes_filter_score
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.costs import egress_cost, placement_nodes, storage_cost
 from broker.solver.model.layout import ModelInput
+from broker.solver.model.patterns import PatternNodes
 from broker.solver.options import SolverOptions
 from broker.solver.prepare.candidates import Prepared, prepare
-from broker.solver.prepare.classes import WorkloadClass, WorkloadData, build_classes
+from broker.solver.prepare.classes import SPOT, WorkloadClass, WorkloadData, build_classes
 from broker.solver.prepare.filters import NamedMask, minimal_conflict
 from broker.solver.prepare.lattice import common_step, round_down
 from broker.solver.problem import PlacementProblem
@@ -176,10 +178,17 @@ def search_input(problem: PlacementProblem, prep: Prepared, opts: SolverOptions)
         current_total=current_total,
         max_moves=req.max_moves,
         large_replica_rows=opts.large_replica_rows,
+        pattern_nodes=PatternNodes() if len(classes) <= opts.pattern_nodes_max_classes else None,
+        **_quota_arrays(problem),
     )
     arrays = PoolArrays(prep.node_cost, vcpus, mem, t.gpus, t.max_nodes, t.site_idx, t.cap_idx)
     baseline = greedy_cheapest_fit(workloads, arrays)
     starts: list[ClassPlacement] = []
+    in_force = _in_force(workloads, usable_now, baseline or {}, spot=t.cap_idx == SPOT)
+    if in_force is not None:
+        # a re-plan starts from the placement in force: with unchanged inputs nothing beats it,
+        # and a neighbourhood that moves replicas must pay for the moves
+        starts.append(_to_classes(in_force, _of))
     if baseline:
         starts.append(_to_classes(baseline, _of))
     k8s = None
@@ -220,7 +229,10 @@ def _answer(
     cap_of = t.cap_idx.tolist()
     aggregate_x = disaggregate(classes, workloads, found.x, site_of=site_of, cap_of=cap_of)
     # packed against the same per-node capacities the model's aggregate rule uses
-    caps = Capacities(mi.vcpus, mi.mem, mi.gpus, t.max_nodes, site_of, cap_of, node_cost)
+    caps = Capacities(
+        mi.vcpus, mi.mem, mi.gpus, t.max_nodes, site_of, cap_of, node_cost, mi.quota_of_pool, mi.quota_node_vcpus,
+        mi.quota_vcpus,
+    )  # fmt: skip
     packed = pack_placement(
         workloads,
         aggregate_x,
@@ -290,6 +302,7 @@ def _answer(
         ),
         stop_reason=why.value,
         time_limit_s=round(time_limit_s, 3),
+        bound_kind=found.bound_kind,
         baselines=si.baselines,
     )
 
@@ -387,6 +400,56 @@ def _current(
         key = (name_index[w], t.pool_index.get(pool, -1))
         rows[key] = rows.get(key, 0) + int(r)
     return [(k, p, r) for (k, p), r in rows.items()]
+
+
+def _quota_arrays(problem: PlacementProblem) -> dict[str, Any]:
+    """ModelInput's quota fields: the positive family quotas (a quota of 0 is a filter) as rows."""
+    t = problem.table
+    groups = sorted(g for g, q in problem.family_quotas.items() if 0 < q < math.inf)
+    if not groups:
+        return {}
+    index = {g: i for i, g in enumerate(groups)}
+    of_pool = np.array([index.get(str(g), -1) for g in t.quota_group], dtype=np.int64)
+    return {
+        "quota_of_pool": of_pool,
+        "quota_node_vcpus": np.asarray(t.raw_vcpus, dtype=np.float64),
+        "quota_vcpus": np.array([float(problem.family_quotas[g]) for g in groups]),
+    }
+
+
+def _in_force(
+    workloads: list[WorkloadData], usable_now: list[tuple[int, int, int]], fallback: Placement, *, spot: BoolArray
+) -> Placement | None:
+    """The placement running now, brought to the request's replicas: a workload's replicas beyond
+    the request leave the pools where most of them run, its extra replicas join those where
+    fewest run (on-demand first, so spreads and spot caps hold where they can), and a workload
+    whose pools are all gone takes its place in `fallback` (the greedy start). None unless most
+    workloads (at least half) run on pools the request may still use: a re-plan, not a request
+    that names a few replicas running now. The search drops it if it breaks a rule."""
+    if 2 * len({k for k, _, _ in usable_now}) < max(len(workloads), 1):
+        return None
+    now: dict[int, dict[int, int]] = {}
+    for k, p, r in usable_now:
+        now.setdefault(k, {})[p] = now.get(k, {}).get(p, 0) + r
+    out: Placement = {}
+    for k, wd in enumerate(workloads):
+        pools = now.get(k)
+        if not pools:
+            mine = {key: r for key, r in fallback.items() if key[0] == k}
+            if not mine:
+                return None
+            out.update(mine)
+            continue
+        extra = wd.w.replicas - sum(pools.values())
+        for _ in range(abs(extra)):
+            if extra < 0:
+                p = max(pools, key=lambda q: (pools[q], q))
+                pools[p] -= 1
+            else:
+                p = min(pools, key=lambda q: (bool(spot[q]), pools[q], q))
+                pools[p] += 1
+        out.update({(k, p): r for p, r in pools.items() if r > 0})
+    return out
 
 
 def _to_classes(x: Placement, class_of: Any) -> ClassPlacement:

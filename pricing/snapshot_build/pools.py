@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+from pricing.node_classes import active_vcpus
 from pricing.snapshot_build.common import Report, dec_str, num, positive_price, read_csv_str
 
 AWS_AS_OF = "2026-07-05"
@@ -116,6 +117,7 @@ def build_azure_pools(data: Path, site_ids: set[str], rep: Report) -> list[dict[
     out: list[dict[str, str]] = []
     seen: set[tuple[str, str]] = set()
     dup = 0
+    constrained = 0
     for r in df.to_dict("records"):
         site = f"azure:{r['Region']}"
         if site not in site_ids:
@@ -125,9 +127,14 @@ def build_azure_pools(data: Path, site_ids: set[str], rep: Report) -> list[dict[
             dup += 1
             continue
         seen.add(key)
+        listed = str(r["vCPUs"])
+        # a constrained-vCPU size runs the active count its name says, at its parent's memory and price
+        active = active_vcpus("azure", key[1], float(listed))
+        if active != float(listed):
+            constrained += 1
         spec = (
             azure_arch(str(r["InstanceType"])),
-            str(r["vCPUs"]),
+            dec_str(Decimal(str(active))) if active != float(listed) else listed,
             str(r["MemoryGiB"]),
             str(r["AcceleratorCount"]),
             str(r["AcceleratorName"]),
@@ -136,6 +143,7 @@ def build_azure_pools(data: Path, site_ids: set[str], rep: Report) -> list[dict[
             out.append(_pool(*key, "ondemand", *spec, str(r["Price"]), "azure", AZURE_AS_OF))
         if positive_price(str(r["SpotPrice"])):
             out.append(_pool(*key, "spot", *spec, str(r["SpotPrice"]), "azure", AZURE_AS_OF))
+    rep.note(f"pools: azure constrained-vCPU (site, size) rows given the active vCPUs of their name: {constrained}")
     if dup:
         rep.note(f"pools: azure duplicate (region, size) rows ignored (first kept): {dup}")
     return out

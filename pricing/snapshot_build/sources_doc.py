@@ -32,7 +32,7 @@ Columns `id,provider,kind,region,name,country,jurisdictions,lat,lon,carbon_g_per
   code: ISO2 of the country, except `UK` for `GB`. EU/EEA membership of edge zones comes
   from `regions/eea_countries_2021-01-01.csv` (`dveenman/outliers` @
   `316b9c3f59222ad367d974860dd0f48222199374`).
-- **AWS Local Zones / Wavelength Zones** (`kind=edge`, `provider=aws`, `region` = zone
+- **AWS Local Zones / Wavelength Zones** (`kind=public`, `provider=aws`, `region` = zone
   code, e.g. `aws:us-east-1-bos-1`): the metro code in the zone code
   (`<parent>-<metro>-<n>` or `<parent>-wl<k>-<metro><n>`) is looked up in
   `pricing/aws_zone_metros.csv`, a hand-written table. **Its coordinates are city-centre
@@ -75,7 +75,11 @@ normalised without changing their value (`16.0` -> `16`).
   `tsaol/aws-gpu` @ `77fcd9fe1d0652fd07b830e5ed030d61da87923e`). Rows of skipped edge zones
   are dropped.
 - **Azure** (`azure_vms.csv`, 2026-05-20): `ondemand` = `Price`, `spot` = `SpotPrice`;
-  `gpus` = `AcceleratorCount`, `gpu_model` = `AcceleratorName`.
+  `gpus` = `AcceleratorCount`, `gpu_model` = `AcceleratorName`. `vcpus` = `vCPUs`, except for
+  constrained-vCPU sizes (`Standard_<series><cores>-<active><features>`, e.g.
+  `Standard_E16-4as_v5`, `Standard_HB120-16rs_v2`): the source lists the parent's cores; the VM
+  runs the active count of its name (4, 16), with the parent's memory and price
+  (`pricing/node_classes.py`, Microsoft Learn "Constrained vCPU sizes").
 - **GCP** (`gcp_vms.csv`, 2026-05-20): zones collapsed to regions. On-demand is the same in
   every zone (checked by the builder; if not, the highest would be taken); spot = the
   **minimum** over the region's zones (as `vm_prices_normalized.csv` does). Host-only
@@ -164,7 +168,7 @@ GPU: `gpu_memory_gib` per GPU from the model name's own suffix (`A100-80GB` -> 8
 the `GpuInfo` `SizeInMiB` of GCP's accelerator row of the same name (`A100` 40, `H100` 80, `T4`
 16, `L4` 24, ...); models neither states (Azure `A10`, `MI25`, ...) are left empty. Family,
 generation, size and CPU maker are not stored: the broker derives them from the type name
-(docs/solver.md, "Instance requirements").
+(docs/solver-requirements.md, "Instance requirements").
 
 ## Build summary (row counts)
 

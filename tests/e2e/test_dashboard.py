@@ -370,3 +370,50 @@ def test_with_auth_required_the_page_asks_for_a_key_and_then_draws(
     pg.wait_for_selector("body[data-state=auth]", timeout=20_000)
     assert pg.evaluate("sessionStorage.length") == 0
     assert without_refusals(problems) == []
+
+
+def test_the_baseline_is_named_in_words_the_same_before_and_after_the_script(
+    server: str, browser: Browser, page: tuple[Page, list[str]]
+) -> None:
+    # before: the page as served, no script run (what a reader sees first, or without JavaScript)
+    plain = browser.new_context(java_script_enabled=False)
+    raw = plain.new_page()
+    raw.goto(f"{server}/dashboard")
+    before = (raw.inner_text("#baseline-name"), raw.inner_text("#baseline-words"))
+    plain.close()
+    pg, problems = page
+    pg.goto(f"{server}/dashboard?range=30")
+    data = _ready(pg)
+    after = (pg.inner_text("#baseline-name"), pg.inner_text("#baseline-words"))
+    assert before == after, (before, after)
+    head = data["baselines"][0]
+    assert after[0] == head["policy"] == "kubernetes-packer"
+    # in words on the page, visible: not only in a hover tooltip
+    assert pg.locator("#baseline-words").is_visible()
+    assert after[1] == f"Baseline: kubernetes-packer: {head['description']}"
+    assert "Kubernetes-style packing over every pool the request allows" in after[1]
+    assert problems == []
+
+
+def test_demo_data_is_marked_as_demo_on_the_page(server: str, page: tuple[Page, list[str]]) -> None:
+    pg, problems = page
+    pg.goto(f"{server}/dashboard?range=30")
+    data = _ready(pg)
+    assert data["demo_placements"] == data["totals"]["placements"] > 0  # the server holds demo data only
+    banner = pg.locator("#demo-banner")
+    assert banner.is_visible()
+    assert banner.inner_text().startswith("Demo data: every placement in this window was stored by broker finops")
+    assert banner.bounding_box()["y"] < pg.locator("#kpi-cost-h").bounding_box()["y"]  # type: ignore[index]
+    rows = pg.locator("#latest tbody tr")
+    assert rows.count() > 0 and rows.count() == pg.locator("#latest tbody tr .demo-tag").count()
+    assert problems == []
+
+
+def test_real_placements_carry_no_demo_mark(legacy_server: str, page: tuple[Page, list[str]]) -> None:
+    pg, problems = page
+    pg.goto(f"{legacy_server}/dashboard?range=7")
+    data = _ready(pg)
+    assert data["demo_placements"] == 0
+    assert not pg.locator("#demo-banner").is_visible()
+    assert pg.locator("#latest tbody tr .demo-tag").count() == 0
+    assert problems == []

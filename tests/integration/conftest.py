@@ -1,8 +1,8 @@
 """Database backends for the integration tests: SQLite always, the real PostgreSQL too.
 
 Every test that takes `db_url` (directly or through `broker`/`client`) gets a fresh
-database with the catalog loaded. It runs on SQLite, and also on PostgreSQL
-(127.0.0.1:5432, trust auth) when
+database with the catalog loaded. It runs on SQLite, and also on PostgreSQL (the server
+`BROKER_TEST_POSTGRES_URL` names, or one the session starts: tests/services.py) when
 
 * it is marked `@pytest.mark.both_backends` (the curated service subset: API,
   tenancy, budgets, idempotency, jobs, usage, dispatch outbox), or
@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
+from tests.services import POSTGRES_URL_VAR
+
 BACKENDS = ("sqlite", "postgresql")
 
 
@@ -65,14 +66,20 @@ def db_backend(request: pytest.FixtureRequest) -> str:
 # ---- PostgreSQL ---------------------------------------------------------------------------
 
 
-def pg_admin() -> Engine:
-    engine = create_engine(f"{PG_SERVER}/test", isolation_level="AUTOCOMMIT")
+def pg_admin(url: str) -> Engine:
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as c:
             c.execute(text("select 1"))
     except Exception as exc:  # a clear message instead of a connection traceback per test
-        raise RuntimeError("PostgreSQL at 127.0.0.1:5432 is not reachable (`.ci/run` starts it)") from exc
+        where = engine.url.render_as_string(hide_password=True)
+        raise RuntimeError(f"the tests' PostgreSQL at {where} is not reachable ({POSTGRES_URL_VAR})") from exc
     return engine
+
+
+def pg_database_url(admin: Engine, name: str) -> str:
+    """The URL of database `name` on the admin connection's server."""
+    return admin.url.set(database=name).render_as_string(hide_password=False)
 
 
 def create_pg_database(admin: Engine, *, template: str | None = None) -> str:
@@ -88,8 +95,8 @@ def drop_pg_database(admin: Engine, name: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[Engine]:
-    admin = pg_admin()
+def pg_server(postgres_url: str) -> Iterator[Engine]:
+    admin = pg_admin(postgres_url)
     yield admin
     admin.dispose()
 
@@ -102,7 +109,7 @@ def pg_template(pg_server: Engine) -> Iterator[str]:
 
     name = create_pg_database(pg_server)
     try:
-        Broker.open(Settings(database_url=f"{PG_SERVER}/{name}")).engine.dispose()
+        Broker.open(Settings(database_url=pg_database_url(pg_server, name))).engine.dispose()
         yield name
     finally:
         drop_pg_database(pg_server, name)
@@ -117,7 +124,7 @@ def empty_database(backend: str, request: pytest.FixtureRequest, tmp_dir: Path) 
     admin: Engine = request.getfixturevalue("pg_server")
     name = create_pg_database(admin)
     try:
-        yield f"{PG_SERVER}/{name}"
+        yield pg_database_url(admin, name)
     finally:
         drop_pg_database(admin, name)
 
@@ -133,7 +140,7 @@ def fresh_database(backend: str, request: pytest.FixtureRequest, tmp_dir: Path) 
     admin: Engine = request.getfixturevalue("pg_server")
     name = create_pg_database(admin, template=request.getfixturevalue("pg_template"))
     try:
-        yield f"{PG_SERVER}/{name}"
+        yield pg_database_url(admin, name)
     finally:
         drop_pg_database(admin, name)
 

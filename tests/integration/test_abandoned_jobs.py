@@ -17,8 +17,9 @@ from broker.db.session import transaction
 from broker.db.simulation_models import SimulationRow
 from broker.jobs import store as job_store
 from broker.jobs import worker
+from broker.jobs.runner import fail_abandoned, run_job
 from broker.jobs.simulations import SimulationService
-from broker.jobs.store import HEARTBEAT_STALE, JobStore, run_job
+from broker.jobs.store import HEARTBEAT_STALE, JobStore
 from tests.integration.service_support import service_client, small_request
 from tests.integration.test_simulations_api import small_fleet
 
@@ -69,13 +70,13 @@ def test_the_simulation_of_an_abandoned_job_fails_with_it(broker: Broker) -> Non
     _abandon(broker, job_id)
     with transaction(broker.sessions) as s:  # the runner had started the simulation too
         s.execute(update(SimulationRow).where(SimulationRow.id == sim["id"]).values(status="running"))
-    assert JobStore(broker.sessions).fail_abandoned() == [job_id]
+    assert fail_abandoned(broker.sessions) == [job_id]
     job = JobStore(broker.sessions).get(job_id, tenant="default")
     _runner_stopped(job)
     assert job["error"]["instance"] == "/v1/simulations"
     doc = service.get(sim["id"], tenant="default")
     assert doc["status"] == "failed" and doc["error"]["type"].endswith("/runner-stopped") and doc["finished_at"]
-    assert JobStore(broker.sessions).fail_abandoned() == []  # once
+    assert fail_abandoned(broker.sessions) == []  # once
 
 
 def test_a_running_job_with_a_fresh_heartbeat_is_left_alone(broker: Broker) -> None:
@@ -85,7 +86,7 @@ def test_a_running_job_with_a_fresh_heartbeat_is_left_alone(broker: Broker) -> N
     long_ago = datetime.now(UTC) - timedelta(hours=2)  # a long solve: started long ago, beating now
     with transaction(broker.sessions) as s:
         s.execute(update(JobRow).where(JobRow.id == job["id"]).values(started_at=long_ago))
-    assert store.fail_abandoned() == []
+    assert fail_abandoned(broker.sessions) == []
     assert store.get(job["id"], tenant="default")["status"] == "running"
     assert store.pending_ids() == [] and store.claim(job["id"]) is None  # nor claimed a second time
 

@@ -20,7 +20,7 @@ from broker.app import Broker
 from broker.catalog import store as catalog
 from broker.db.models import Base, PoolRow
 from broker.db.session import downgrade, make_engine, migrate, session_factory
-from tests.integration.conftest import PG_SERVER, create_pg_database, drop_pg_database, empty_database
+from tests.integration.conftest import create_pg_database, drop_pg_database, empty_database, pg_database_url
 from tests.integration.service_support import key, open_broker, service_client, small_request
 
 SERVICE_TABLES = {"api_keys", "budgets", "budget_commitments", "jobs", "idempotency_keys"}
@@ -48,7 +48,7 @@ def test_copy_loader_reloads_the_catalog_on_postgresql(pg_server: Engine, pg_tem
     """The session's template was loaded by COPY; loading again replaces, never duplicates, and the rows
     (strings, floats, NULLs) are those the INSERT loader wrote into SQLite."""
     name = create_pg_database(pg_server, template=pg_template)
-    url = f"{PG_SERVER}/{name}"
+    url = pg_database_url(pg_server, name)
     try:
         engine = make_engine(url)
         factory = session_factory(engine)

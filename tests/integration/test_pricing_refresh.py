@@ -279,3 +279,28 @@ def test_gcp_refresh_without_a_project_prices_the_catalogs_machine_types(broker)
     assert _row(broker, "gcp:europe-west1/n2-standard-4/spot").price_per_hour == pytest.approx(
         4 * 0.008359 + 16 * 0.00112, abs=1e-6
     )
+
+
+def test_a_price_refresh_job_runs_on_a_worker_as_every_job_does(broker, azure_feed):
+    """With a `broker worker` (here without Redis: it polls the database) the refresh a POST
+    queued runs there, and reads as a job of kind price-refresh on /v1/jobs too."""
+    from broker.jobs import worker
+    from broker.jobs.price_refresh import KIND_PRICE_REFRESH, PriceRefreshJobs
+    from broker.jobs.store import JobStore
+
+    class Held:  # a queue whose jobs wait for the worker (as Redis would hold them)
+        kind = "held"
+
+        def enqueue(self, job_id: str, lane: str = "") -> None:
+            pass
+
+    jobs = PriceRefreshJobs(broker.sessions)
+    job = jobs.start(Held(), tenant="default", provider="azure", regions=["westeurope"], endpoint=azure_feed.url)
+    assert job["status"] == "queued" and job["params"]["provider"] == "azure"
+    assert worker.serve(broker, burst=True) == 1
+    done = jobs.get(job["id"])
+    assert done["status"] == "succeeded" and done["error"] is None
+    (outcome,) = done["result"]["providers"]
+    assert outcome["provider"] == "azure" and outcome["ok"]
+    as_job = JobStore(broker.sessions).get(job["id"], tenant="default")
+    assert as_job["kind"] == KIND_PRICE_REFRESH and as_job["status"] == "succeeded"

@@ -126,3 +126,48 @@ def test_a_run_whose_broker_solves_ran_out_of_time_prints_a_warning(small_fleet:
     r = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--days", "0.05", "--policies", "broker"])
     assert r.exit_code == 0, r.output
     assert "warning: broker policy: a solve at 0 s ran into time_limit_s (0.001 s)" in " ".join(r.stderr.split())
+
+
+def test_simulate_says_up_front_how_long_it_will_take(small_fleet: Path) -> None:
+    r = runner.invoke(app, ["simulate", str(small_fleet), "--days", "0.1", "--policies", "kube-default,broker"])
+    assert r.exit_code == 0, r.output
+    said = [line for line in r.output.splitlines() if line.startswith("replaying ")]
+    assert len(said) == 1, r.output
+    assert said[0].startswith("replaying 11 workloads x 29 steps x 2 policies, about 1 broker solve: ")
+    assert ": expect about " in said[0]
+    assert r.output.index(said[0]) < r.output.index("spend $")  # before the run's figures
+
+
+def test_simulate_store_keeps_the_run_for_the_api_and_the_dashboard(env: str, small_fleet: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from broker.app import Broker
+    from broker.settings import Settings
+
+    args = ["simulate", str(small_fleet), "--days", "0.1", "--policies", "kube-default,cheapest-fit", "--store"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    stored = [line for line in r.output.splitlines() if line.startswith("stored as sim_")]
+    assert stored, r.output
+    sid = stored[0].split()[2].rstrip(":")
+    with TestClient(create_app(broker=Broker.open(Settings(database_url=env)))) as client:
+        page = client.get("/v1/simulations").json()
+        sim = client.get(f"/v1/simulations/{sid}").json()
+        dashboard = client.get("/dashboard/simulations")
+    assert [s["id"] for s in page["items"]] == [sid]
+    assert page["items"][0]["source"] == "cli" and page["items"][0]["status"] == "succeeded"
+    assert [row["policy"] for row in sim["summary"]] == ["kube-default", "cheapest-fit"]
+    assert set(sim["series"]) == {"kube-default", "cheapest-fit"} and len(sim["series"]["kube-default"]["hour"]) == 29
+    assert sim["days"] == 0.1 and sim["progress"] == 1.0
+    assert dashboard.status_code == 200 and "broker simulate" in dashboard.text  # how to get a run there
+
+
+def test_simulate_without_store_opens_no_database(
+    tmp_path: Path, small_fleet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "never.db"
+    monkeypatch.setenv("BROKER_DATABASE_URL", f"sqlite:///{db}")
+    r = runner.invoke(app, ["simulate", str(small_fleet), "--days", "0.02", "--policies", "kube-default"])
+    assert r.exit_code == 0, r.output
+    assert not db.exists()

@@ -1,4 +1,4 @@
-"""Idempotency-Key and async jobs: in-process and on the real Redis (127.0.0.1:6379) with rq."""
+"""Idempotency-Key and async jobs: in-process and on a real Redis (the `redis_url` fixture) with rq."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from broker.app import Broker
 from broker.jobs import worker
 from broker.jobs.store import JobStore
 from tests.integration.service_support import key, open_broker, service_client, small_request
-
-REDIS = "redis://127.0.0.1:6379/0"
 
 pytestmark = pytest.mark.both_backends  # idempotency and jobs on SQLite and PostgreSQL
 
@@ -124,13 +122,13 @@ def test_a_job_is_claimed_once(broker: Broker) -> None:
 
 
 @pytest.fixture()
-def redis_broker(db_url: str) -> Any:
+def redis_broker(db_url: str, redis_url: str) -> Any:
     from redis import Redis
 
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    b = open_broker(db_url, redis_url=REDIS, queue_name=queue, auth="required")
+    b = open_broker(db_url, redis_url=redis_url, queue_name=queue, auth="required")
     yield b
-    conn = Redis.from_url(REDIS)
+    conn = Redis.from_url(redis_url)
     for k in conn.scan_iter(f"rq:*{queue}*"):
         conn.delete(k)
 

@@ -104,7 +104,8 @@ def test_forecast_evaluate_days_scores_each_held_out_day_and_every_metric(env: s
         assert f"{metric}: all 2 days pooled" in r.stdout
     for name in ("selected", "xgboost", "seasonal_naive", "weekly_median", "blend_yday_weekly", "median_last_week"):
         assert name in r.stdout
-    assert "median_last_2_weeks" in r.stdout and "the better fixed rule" in r.stdout
+    assert "median_last_2_weeks" in r.stdout and "the best fixed rule above" in r.stdout
+    assert "selected p95 coverage" in r.stdout and "promised 95 %" in r.stdout
     pred = pd.read_csv(out)
     assert list(pred.columns) == ["series_id", "timestamp", "p50", "p95", "metric"]
     assert len(pred) == 2 * 4 * 96 and (pred["p95"] >= pred["p50"]).all()

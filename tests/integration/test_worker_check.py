@@ -18,16 +18,15 @@ from broker.cli.exit_codes import EXIT_FAILED, EXIT_INVALID
 from broker.cli.main import app
 from tests.integration.test_compose import REPO
 
-REDIS = "redis://127.0.0.1:6379/11"
 runner = CliRunner()
 
 
 @pytest.fixture()
-def queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[Queue]:
+def queue(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Queue]:
     name = f"check-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("BROKER_REDIS_URL", REDIS)
+    monkeypatch.setenv("BROKER_REDIS_URL", redis_url)
     monkeypatch.setenv("BROKER_QUEUE_NAME", name)
-    conn = Redis.from_url(REDIS)
+    conn = Redis.from_url(redis_url)
     yield Queue(name, connection=conn)
     for k in conn.scan_iter(f"rq:*{name}*"):
         conn.delete(k)

@@ -32,9 +32,9 @@ def test_caps_and_the_budget_curve_come_from_the_environment(monkeypatch: pytest
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"sync_time_limit_s": 120.0}, "below request_timeout_s"),
-        ({"sync_time_limit_s": 30.0, "request_timeout_s": 20.0}, "below request_timeout_s"),
-        ({"async_time_limit_s": 900.0}, "below job_timeout_s"),
+        ({"sync_time_limit_s": 120.0}, "below BROKER_REQUEST_TIMEOUT_S"),
+        ({"sync_time_limit_s": 30.0, "request_timeout_s": 20.0}, "below BROKER_REQUEST_TIMEOUT_S"),
+        ({"async_time_limit_s": 900.0}, "below BROKER_JOB_TIMEOUT_S"),
         ({"async_time_limit_s": 0.0}, "greater than 0"),
         ({"sync_time_limit_s": -1.0}, "greater than 0"),
         ({"solve_time_limit_s": 0.0}, "greater than 0"),
@@ -79,3 +79,41 @@ def test_node_overhead_comes_from_settings_and_refuses_negatives() -> None:
     assert Settings().node_overhead() == NodeOverhead()
     with pytest.raises(ValidationError):
         Settings(node_daemonset_memory_gib=-1)
+
+
+def test_path_lists_read_plain_pathsep_lists_and_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("BROKER_SERVER_PATH_ROOTS", f"/srv/fleet{os.pathsep}/etc/broker/kube{os.pathsep}")
+    monkeypatch.setenv("BROKER_GITOPS_FILE_ROOTS", '["/srv/git"]')
+    monkeypatch.setenv("BROKER_OUTBOUND_ALLOWED_NETWORKS", "10.0.0.0/8, 192.168.0.0/16")
+    s = Settings()
+    assert s.server_path_roots == ["/srv/fleet", "/etc/broker/kube"]
+    assert s.gitops_file_roots == ["/srv/git"]
+    assert s.outbound_allowed_networks == ["10.0.0.0/8", "192.168.0.0/16"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "form"),
+    [
+        ("BROKER_SERVER_PATH_ROOTS", "[/srv/fleet", "folders separated by"),
+        ("BROKER_GITOPS_FILE_ROOTS", "[1, 2]", "folders separated by"),
+        ("BROKER_OUTBOUND_ALLOWED_NETWORKS", "10.0.0.0/8,not-a-net", "CIDRs separated by commas"),
+        ("BROKER_DEFAULT_TIME_BUDGET", "100:10", "[workloads, seconds] points"),
+        ("BROKER_DEFAULT_TIME_BUDGET", "[1, 2]", "[workloads, seconds] points"),
+        ("BROKER_FAIR_SHARE_WEIGHTS", "team-a=2", "tenant -> weight"),
+        ("BROKER_SYNC_TIME_LIMIT_S", "soon", "valid number"),
+        ("BROKER_AUTH", "yes", "'off' or 'required'"),
+    ],
+)
+@pytest.mark.parametrize("command", [["serve", "--port", "1"], ["clusters", "list"], ["pricing", "status"]])
+def test_a_malformed_setting_is_one_line_naming_it_and_its_form_exit_2(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, form: str, command: list[str]
+) -> None:
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("COLUMNS", "80")  # one line, however long: not wrapped at the terminal's width
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == EXIT_INVALID, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"invalid setting {variable}:") and form in lines[0]

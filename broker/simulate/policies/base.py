@@ -1,4 +1,5 @@
-"""The policy interface, and the kube-scheduler-style binding several policies share.
+"""The policy interface, and the kube-scheduler binding several policies share (its filter and
+score are broker/kube_model's).
 
 A policy is anything with a `name`, `start(ctx)` (once, before the replay: train, pick node
 types) and `decide(cluster, view)` (every step: bind pending replicas, launch, move, drain).
@@ -15,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.kube_model import fits, least_allocated, select_node
 from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.events import Event, Scenario
 from broker.simulate.fleet import FleetIn
@@ -22,8 +24,6 @@ from broker.simulate.market import Market
 from broker.simulate.policies.spread import PerNode
 from broker.simulate.usage import Usage
 from broker.solver import SolverOptions
-
-EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -79,19 +79,6 @@ class Requests:
         return np.array([self.cpu[w], self.memory_gib[w], self.gpus[w]])
 
 
-def fits(free: FloatArray, need: FloatArray) -> BoolArray:
-    """[node] whether `need` (cpu, memory, GPUs) fits the room `free` [3, node] leaves."""
-    return np.asarray((free >= need[:, None] - EPS).all(axis=0), dtype=bool)
-
-
-def least_allocated(free: FloatArray, cap: FloatArray) -> FloatArray:
-    """kube-scheduler's NodeResourcesFit LeastAllocated score: mean free share of cpu and memory."""
-    if (cap[:2] > 0).all():  # every real node: the division alone (nan_to_num costs more than it)
-        return np.asarray(free[0] / cap[0] + free[1] / cap[1], dtype=np.float64) / 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(np.nan_to_num(free[0] / cap[0]) + np.nan_to_num(free[1] / cap[1]), dtype=np.float64) / 2
-
-
 def schedule(
     c: Cluster,
     replicas: IntArray,
@@ -126,8 +113,7 @@ def schedule(
         if len(hits) == 0:
             left.append(r)
             continue
-        score = least_allocated(free[:, hits], cap[:, hits])
-        best = int(hits[int(np.argmax(score))])
+        best = int(hits[select_node(least_allocated(free[0, hits], free[1, hits], cap[0, hits], cap[1, hits]))])
         c.bind(r, best)
         free[:, best] -= need
         if per_node is not None:
@@ -145,39 +131,6 @@ def schedule_pending(c: Cluster, req: Requests, pool_ok: BoolArray) -> IntArray:
     ready = c.node_state[: c.n_nodes] == READY
     left = schedule(c, pending, req, pool_ok, nodes_ok=ready)
     return schedule(c, left, req, pool_ok)
-
-
-def first_fit_decreasing(
-    sizes: FloatArray, capacity: FloatArray, groups: IntArray | None = None, limit: IntArray | None = None
-) -> tuple[IntArray, int]:
-    """Pack items (rows of `sizes`, [item, 3]) onto identical bins of `capacity` [3], largest
-    first: (bin of each item, bins used); an item larger than a bin gets -1. With `groups` (per
-    item, its workload) and `limit` (per workload), a bin holds at most `limit` items of a group."""
-    order = np.argsort(-(sizes[:, 0] / max(capacity[0], EPS) + sizes[:, 1] / max(capacity[1], EPS)), kind="stable")
-    bins = np.zeros((0, 3))
-    out = np.full(len(sizes), -1, dtype=np.int64)
-    in_bin: dict[tuple[int, int], int] = {}  # (group, bin) -> items
-    for i in order.tolist():
-        s = sizes[i]
-        if (s > capacity + EPS).any():
-            continue
-        room = (bins + s <= capacity + EPS).all(axis=1) if len(bins) else np.zeros(0, dtype=bool)
-        if groups is not None and limit is not None:
-            g = int(groups[i])
-            for b in np.flatnonzero(room).tolist():
-                room[b] = in_bin.get((g, b), 0) < limit[g]
-        hit = np.flatnonzero(room)
-        if len(hit):
-            b = int(hit[0])
-        else:
-            bins = np.vstack([bins, np.zeros(3)])
-            b = len(bins) - 1
-        bins[b] += s
-        out[i] = b
-        if groups is not None:
-            key = (int(groups[i]), b)
-            in_bin[key] = in_bin.get(key, 0) + 1
-    return out, len(bins)
 
 
 def plan_moves(
@@ -206,7 +159,7 @@ def plan_moves(
         hits = np.flatnonzero(ok)
         if len(hits) == 0:
             return None
-        best = int(hits[int(np.argmax(least_allocated(free[:, hits], cap[:, hits])))])
+        best = int(hits[select_node(least_allocated(free[0, hits], free[1, hits], cap[0, hits], cap[1, hits]))])
         free[:, best] -= need
         if per_node is not None:
             per_node.add(w, best)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.kube_model import EPS
 from broker.simulate.cluster import GONE, READY, Cluster
-from broker.simulate.policies.base import EPS, StepView
+from broker.simulate.policies.base import StepView
 
 RECENT_STEPS = 12  # an hour of 5-minute steps: the use a bridge must leave room for
 

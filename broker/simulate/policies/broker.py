@@ -29,18 +29,11 @@ from broker.core.domain import PlacementRequest, PlacementResult, UserRegion
 from broker.core.pooltable import BoolArray, IntArray
 from broker.core.requirements import Requirement
 from broker.errors import BrokerError
+from broker.kube_model import EPS, first_fit_decreasing
 from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.fleet import STEP_S, STEPS_PER_DAY, FleetIn
 from broker.simulate.market import Market
-from broker.simulate.policies.base import (
-    EPS,
-    Requests,
-    SimContext,
-    StepView,
-    first_fit_decreasing,
-    plan_moves,
-    schedule,
-)
+from broker.simulate.policies.base import Requests, SimContext, StepView, plan_moves, schedule
 from broker.simulate.policies.bridge import bridge
 from broker.simulate.policies.sizing import Sizer
 from broker.simulate.policies.spread import NO_LIMIT, PerNode

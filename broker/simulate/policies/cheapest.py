@@ -15,10 +15,11 @@ import math
 import numpy as np
 
 from broker.core.pooltable import FloatArray, IntArray
+from broker.kube_model import EPS
 from broker.simulate.cluster import GONE, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
-from broker.simulate.policies.base import EPS, Requests, SimContext, StepView, schedule
+from broker.simulate.policies.base import Requests, SimContext, StepView, schedule
 
 
 class CheapestFit:

@@ -23,10 +23,11 @@ import re
 import numpy as np
 
 from broker.core.pooltable import BoolArray, IntArray, PoolTable
+from broker.kube_model import EPS
 from broker.simulate.cluster import READY, STARTING, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import ONDEMAND, SPOT, Market
-from broker.simulate.policies.base import EPS, Requests, SimContext, StepView, plan_moves, schedule_pending
+from broker.simulate.policies.base import Requests, SimContext, StepView, plan_moves, schedule_pending
 
 MAX_PODS = 110  # kubelet's default maxPods
 # the getting-started NodePool: instance categories c, m, r of generation 3 and newer (AWS names)

@@ -10,9 +10,9 @@
   in bulk, at most one non-empty node per loop; no scale-down for 10 minutes after a scale-up.
 Latency SLOs are not a scheduling concept here: they are only counted.
 
-The same definition of "what the user would otherwise run" is the placement answer's
-`kubernetes-packer-home-cloud` baseline (broker/solver/baselines/home.py): on-demand nodes of the home site,
-declared requests, kube-scheduler filter / LeastAllocated, the autoscaler adding nodes.
+The rules are broker/kube_model's, which the placement answer's `kubernetes-packer-home-cloud`
+baseline (broker/solver/baselines/home.py) reads too: on-demand nodes of the home site, declared
+requests, kube-scheduler filter / LeastAllocated, the autoscaler's price expander adding nodes.
 """
 
 from __future__ import annotations
@@ -20,21 +20,12 @@ from __future__ import annotations
 import numpy as np
 
 from broker.errors import InvalidRequest
+from broker.kube_model import EPS, ScaleDown, cheapest_node_group, first_fit_decreasing, utilisation
 from broker.simulate.cluster import READY, Cluster
 from broker.simulate.fleet import FleetIn
 from broker.simulate.market import Market
-from broker.simulate.policies.base import (
-    EPS,
-    Requests,
-    SimContext,
-    StepView,
-    first_fit_decreasing,
-    plan_moves,
-    schedule_pending,
-)
+from broker.simulate.policies.base import Requests, SimContext, StepView, plan_moves, schedule_pending
 from broker.solver.baselines.home import home_pool
-
-SCALE_DOWN_DELAY_AFTER_ADD_S = 600.0
 
 
 class KubeDefault:
@@ -68,10 +59,7 @@ class KubeDefault:
                 f"workload {w.name!r} requests {w.cpu:g} and {w.memory_gib:g} (choose a larger type)"
             )
             raise InvalidRequest(msg, errors=[{"loc": loc, "msg": msg}])
-        self.utilization = cfg.scale_down_utilization
-        self.unneeded_s = cfg.scale_down_unneeded_minutes * 60.0
-        self.unneeded_since: dict[int, float] = {}
-        self.last_scale_up_s = -np.inf
+        self.scale_down = ScaleDown(cfg.scale_down_utilization, cfg.scale_down_unneeded_minutes * 60.0)
 
     def start(self, ctx: SimContext) -> None:
         pass
@@ -90,14 +78,15 @@ class KubeDefault:
         where, bins = first_fit_decreasing(sizes, self.capacity)
         if bins == 0 or self.pool_ok[:, self.pool].sum() == 0:
             return
-        site = int(c.market.table.site_idx[self.pool])
-        if site in c.down:
+        site_of = c.market.table.site_idx
+        # one node group: the expander's choice is it, unless its site is down
+        if cheapest_node_group([self.pool], lambda g: int(site_of[g]) not in c.down) < 0:
             return
         nodes = [c.launch(self.pool) for _ in range(bins)]
         for r, b in zip(pending.tolist(), where.tolist(), strict=True):
             if b >= 0:
                 c.bind(r, nodes[b])
-        self.last_scale_up_s = c.now_s
+        self.scale_down.scaled_up(c.now_s)
 
     def _scale_down(self, c: Cluster) -> None:
         n = c.n_nodes
@@ -107,31 +96,18 @@ class KubeDefault:
             return
         held = c.reserved(self.req.cpu, self.req.memory_gib, self.req.gpus)
         cap = np.vstack(c.node_capacity()[:2])
-        use = np.max(held[:2, live] / cap[:, live], axis=0)
-        unneeded = use < self.utilization
-        for node in live[~unneeded].tolist():
-            self.unneeded_since.pop(node, None)
-        for node in live[unneeded].tolist():
-            self.unneeded_since.setdefault(node, c.now_s)
-        if c.now_s < self.last_scale_up_s + SCALE_DOWN_DELAY_AFTER_ADD_S:
-            return
-        due = [x for x in live[unneeded].tolist() if c.now_s - self.unneeded_since[x] >= self.unneeded_s]
-        moved_one = False
-        for node in sorted(due, key=lambda x: (use[np.searchsorted(live, x)], x)):
+        due = self.scale_down.due(live, utilisation(held[:2, live], cap[:, live]), c.now_s)
+
+        def move_off(node: int) -> bool:
             reps = c.replicas_on(node)
-            if len(reps) == 0:
-                c.drain(node)
-                self.unneeded_since.pop(node, None)
-                continue
-            if moved_one:
-                continue
             others = np.ones(n, dtype=bool)
             others[node] = False
             others &= c.node_state[:n] == READY
             targets = plan_moves(c, reps, self.req, others & ~c.node_drain[:n])
-            if targets is not None:
-                for r, target in zip(reps.tolist(), targets, strict=True):
-                    c.move(int(r), target)
-                c.drain(node)
-                self.unneeded_since.pop(node, None)
-                moved_one = True
+            if targets is None:
+                return False
+            for r, target in zip(reps.tolist(), targets, strict=True):
+                c.move(int(r), target)
+            return True
+
+        self.scale_down.remove(due, empty=lambda x: len(c.replicas_on(x)) == 0, drain=c.drain, move_off=move_off)

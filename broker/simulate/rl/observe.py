@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.kube_model import EPS, fits
 from broker.simulate.cluster import GONE, READY, Cluster
 from broker.simulate.market import SPOT, Market
-from broker.simulate.policies.base import EPS, Requests, StepView, fits
+from broker.simulate.policies.base import Requests, StepView
 from broker.simulate.policies.bridge import per_replica_peak
 from broker.simulate.policies.spread import PerNode
 

@@ -18,7 +18,7 @@ capacity hold. The search's lower bound is untouched: this only picks among pack
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -68,6 +68,7 @@ class CapacityView(Protocol):
     @property
     def gpus(self) -> FloatArray: ...
     def of(self, p: int) -> FloatArray: ...
+    def quota_room(self, q: int, nodes: Mapping[int, Sequence[object]]) -> float: ...
 
 
 class Consolidator:
@@ -238,6 +239,8 @@ class Consolidator:
         rows = first_fit_decreasing([rest[k] for k in ks], sizes, cap, [self.w[k].w.max_per_node for k in ks])
         if len(self.nodes.of.get(q, ())) + len(rows) > self.caps.max_nodes[q]:
             return None
+        if len(rows) > self.caps.quota_room(q, self.nodes.of):
+            return None  # the tenant's family quota has no room for them
         return [{ks[i]: n for i, n in row} for row in rows]
 
     def _apply(self, p: int, b: int, plan: _Plan) -> None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from broker.core.pooltable import FloatArray
+from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.answer.bin_packing import PoolPacking, cp_sat_size, improve, lower_bound, pack_pool, per_node
 from broker.solver.answer.consolidate import Consolidator, Nodes
 from broker.solver.prepare.classes import SPOT, WorkloadData
@@ -43,6 +43,19 @@ class Capacities:
     site: Sequence[int]
     kind: Sequence[int]
     node_cost: FloatArray
+    # the tenant's family quotas (ModelInput's quota fields; empty: none)
+    quota_of_pool: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    quota_node_vcpus: FloatArray = field(default_factory=lambda: np.zeros(0))
+    quota_vcpus: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+    def quota_room(self, q: int, nodes: Mapping[int, Sequence[object]]) -> float:
+        """New nodes of q that its family quota leaves room for beside `nodes` (pool -> its
+        nodes); inf without a quota."""
+        if len(self.quota_vcpus) == 0 or self.quota_of_pool[q] < 0:
+            return math.inf
+        g = int(self.quota_of_pool[q])
+        used = sum(len(on) * float(self.quota_node_vcpus[p]) for p, on in nodes.items() if self.quota_of_pool[p] == g)
+        return math.floor((float(self.quota_vcpus[g]) - used) / float(self.quota_node_vcpus[q]) + 1e-9)
 
     def of(self, p: int) -> FloatArray:
         return np.array([self.vcpus[p], self.mem[p], self.gpus[p]], dtype=np.float64)

@@ -5,6 +5,10 @@ filters are scored (LeastAllocated, topology spread over sites) and the best one
 fits, a cluster-autoscaler "price" expander opens a node of the cheapest node group (lowest node
 price) that fits the replica. It keeps every hard constraint the solver keeps, and its placement
 shares nodes: one of the search's starts.
+
+The rules are broker/kube_model's (the simulator's `kube-default` reads them too); this module
+is their static driver, fast over thousands of workloads: pods arrive one at a time, so each
+scale-up is for one pending pod and the estimator's answer is one node.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.kube_model import EPS, by_price, cheapest_node_group, fits, least_allocated, select_node
 from broker.solver.baselines.pools import PoolArrays
 from broker.solver.prepare.classes import SPOT, WorkloadData, spot_cap
 from broker.solver.types import Placement
@@ -39,7 +44,7 @@ def kubernetes_filter_score(
     out: Placement = {}
     # the autoscaler's node groups, cheapest first: one stable sort of all pools, filtered per
     # candidate set (cand is ascending, so ties keep the order a sort of node_cost[cand] gives)
-    by_price = np.argsort(node_cost, kind="stable")
+    price_order = by_price(node_cost)
     # per candidate set: the open nodes on its pools, as of how many nodes were open (nodes only
     # open, never close, so each workload reads just the nodes opened since its set was last seen).
     # By the set's pools, not only its signature: signatures that differ may allow the same pools
@@ -50,8 +55,8 @@ def kubernetes_filter_score(
     last: tuple[tuple[object, ...], _OpenNodes, int] | None = None  # the workload before: its view
     for k, wd in enumerate(workloads):
         w = wd.w
-        d = np.array([w.cpu, w.memory_gib, w.gpus]) - 1e-9
-        used = (d + 1e-9).tolist()
+        need = np.array([w.cpu, w.memory_gib, w.gpus])
+        used = need.tolist()
         u = usable.get(wd.signature)
         if u is None:
             cand = wd.cand
@@ -61,7 +66,7 @@ def kubernetes_filter_score(
                 cand_mask = np.zeros(len(node_cost), dtype=bool)
                 cand_mask[wd.cand] = True
                 # compress, not a boolean index: the same pools, several times faster
-                u = _Usable(cand_mask, by_price.compress(cand_mask[by_price]), arr)
+                u = _Usable(cand_mask, price_order.compress(cand_mask[price_order]), arr)
                 same.append((wd.cand, u))
             usable[wd.signature] = u
         u.catch_up(nodes_at, n_open)
@@ -71,7 +76,7 @@ def kubernetes_filter_score(
             # view is current (many single-replica workloads of one shape: no pass over all nodes)
             view = last[1].following(w.replicas)
         else:
-            view = _OpenNodes(u, w.replicas, nodes_at, d)
+            view = _OpenNodes(u, w.replicas, nodes_at, need)
         cap = spot_cap(w)
         spot_used = 0
         per_site: dict[int, int] = {}
@@ -86,19 +91,17 @@ def kubernetes_filter_score(
             if j < 0:
                 # the first node group in price order that may take the replica (a capped
                 # workload reads the order without spot pools: the same first group, sooner)
-                for g in map(int, u.price_order_without_spot() if capped else u.price_order):
-                    if short and site_of[g] in per_site:
-                        continue
-                    if nodes.get(g, 0) >= cap_of[g]:
-                        continue
-                    nodes[g] = nodes.get(g, 0) + 1
-                    pool_of.append(g)
-                    nodes_at.open(n_open, g, float(vcpus[g]), float(mem[g]), float(gpus[g]))
-                    j = view.add(n_open)
-                    n_open += 1
-                    break
-                if j < 0:
+                def may_open(g: int, short: bool = short, per_site: dict[int, int] = per_site) -> bool:
+                    return not (short and site_of[g] in per_site) and nodes.get(g, 0) < cap_of[g]
+
+                g = cheapest_node_group(map(int, u.price_order_without_spot() if capped else u.price_order), may_open)
+                if g < 0:
                     return None
+                nodes[g] = nodes.get(g, 0) + 1
+                pool_of.append(g)
+                nodes_at.open(n_open, g, float(vcpus[g]), float(mem[g]), float(gpus[g]))
+                j = view.add(n_open)
+                n_open += 1
             best = int(u.nodes[j])
             p = pool_of[best]
             nodes_at.take(best, used)
@@ -145,7 +148,7 @@ class _Nodes:
         left = self.left[node]
         cpu, mem, gpus = left[0] - used[0], left[1] - used[1], left[2] - used[2]
         vcpus, size = self.sizes[node]
-        score = (cpu / vcpus + mem / size) / 2
+        score = least_allocated(cpu, mem, vcpus, size)
         left[0], left[1], left[2], left[3] = cpu, mem, gpus, score
         self.cpu[node], self.mem[node], self.gpus[node], self.score[node] = cpu, mem, gpus, score
 
@@ -216,15 +219,16 @@ class _OpenNodes:
     LeastAllocated score where a replica fits, -inf where it does not. Placing a replica changes
     one node, so each entry is kept up to date instead of recomputed over all nodes."""
 
-    def __init__(self, usable: _Usable, replicas: int, nodes: _Nodes, d: FloatArray) -> None:
+    def __init__(self, usable: _Usable, replicas: int, nodes: _Nodes, need: FloatArray) -> None:
         self.u, self.nodes = usable, nodes
         n = usable.n
-        self.d0, self.d1, self.d2 = (float(x) for x in d)
+        # the filter's thresholds (kube_model.fits), read per node as floats by `refresh`
+        self.d0, self.d1, self.d2 = (float(x) - EPS for x in need)
         # entries from n on are written by `refresh` before they are read
         self.fit_score = np.empty(n + replicas)  # each replica opens at most one node
         at = usable.nodes[:n]
-        fits = (nodes.cpu[at] >= d[0]) & (nodes.mem[at] >= d[1]) & (nodes.gpus[at] >= d[2])
-        self.fit_score[:n] = np.where(fits, nodes.score[at], -np.inf)
+        ok = fits(np.vstack([nodes.cpu[at], nodes.mem[at], nodes.gpus[at]]), need)
+        self.fit_score[:n] = np.where(ok, nodes.score[at], -np.inf)
 
     def following(self, replicas: int) -> _OpenNodes:
         """This view for the next workload of the same pools and request, nothing changed since."""
@@ -242,8 +246,6 @@ class _OpenNodes:
         """The node with the highest score among those the replica fits (the first of equals;
         no spot node, none at the sites `not_at` (a flag per site), when asked), -1 when none."""
         n = self.u.n
-        if n == 0:
-            return -1
         scores = self.fit_score[:n]
         if no_spot or not_at is not None:
             scores = scores.copy()
@@ -251,8 +253,7 @@ class _OpenNodes:
                 scores[self.u.spot[:n]] = -np.inf
             if not_at is not None:
                 scores[not_at[self.u.site[:n]]] = -np.inf
-        j = int(scores.argmax())  # argmax, like a sort, takes a NaN score first
-        return j if scores[j] != -np.inf else -1
+        return select_node(scores)
 
     def add(self, node: int) -> int:
         """A node just opened for this workload; its fit and score come with `refresh`."""

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
+from broker.solver.model.patterns import PatternNodes
 from broker.solver.prepare.classes import LARGE_REPLICA_KS, SPOT, WorkloadClass, large_replica_table, replica_fit
 from broker.solver.problem import GIB_IN_GB
 
@@ -77,6 +78,23 @@ class ModelInput:
     # them the aggregate rule lets replicas above half (a third) of a node of different classes
     # share nodes, and exact packing pays for it afterwards
     large_replica_rows: int = LARGE_REPLICA_KS
+    # exact node counts for pools several classes share (model/patterns.PatternNodes; None: the
+    # aggregate, fit and large-replica counts only, as on big requests, where they cost too much)
+    pattern_nodes: PatternNodes | None = None
+    # the tenant's vCPU quotas per quota group (problem.family_quotas above 0): per pool its
+    # group's index (-1: none; empty: no quotas), the vCPUs a node counts against it, each quota
+    quota_of_pool: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    quota_node_vcpus: FloatArray = field(default_factory=lambda: np.zeros(0))
+    quota_vcpus: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+    def quota_use(self, nodes: dict[int, int]) -> FloatArray:
+        """vCPUs per quota group that `nodes` (pool -> count) run."""
+        use = np.zeros(len(self.quota_vcpus))
+        for p, n in nodes.items() if len(self.quota_vcpus) else ():
+            g = int(self.quota_of_pool[p])
+            if g >= 0:
+                use[g] += n * float(self.quota_node_vcpus[p])
+        return use
 
     @property
     def n_pools(self) -> int:

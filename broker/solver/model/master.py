@@ -22,6 +22,7 @@ import numpy as np
 
 from broker.core.pooltable import BoolArray, FloatArray, IntArray
 from broker.solver.model.columns import ranges
+from broker.solver.model.cut_rows import CutRows
 from broker.solver.model.layout import INF, Layout, ModelInput, egress_values
 from broker.solver.model.mip import LPResult, MIPResult, MipRunner, Outcome, model_of, outcome_of
 from broker.solver.model.quiet_highs import QuietHighs
@@ -34,10 +35,18 @@ NO_NODE_LIMIT = 2**31 - 1  # HiGHS' mip_max_nodes default (kHighsIInf)
 
 class Master:
     def __init__(
-        self, mi: ModelInput, lay: Layout, universe: Universe, *, loose_fit: bool = False, relaxed: bool = False
+        self,
+        mi: ModelInput,
+        lay: Layout,
+        universe: Universe,
+        *,
+        loose_fit: bool = False,
+        relaxed: bool = False,
+        eager_fit: bool = False,
     ) -> None:
         """`relaxed`: without fit rows, site rows and egress rows, the LP whose duals price the
-        node-share bound (bounds/relaxed_lp.py)."""
+        node-share bound (bounds/relaxed_lp.py). `eager_fit`: every column's fit row joins with
+        it, not when an LP breaks it (small models: one LP run a round instead of several)."""
         self.mi, self.lay, self.uni, self.u = mi, lay, universe, universe.cols
         self.h = QuietHighs()
         self.h.setOptionValue("solver", "simplex")
@@ -46,6 +55,7 @@ class Master:
         self.cap_row = np.full((mi.n_pools, 3), -1, dtype=np.int64)  # capacity row per resource
         # large-replica row per (resource, k) (layout.py; -1: none)
         self.large_row = np.full((mi.n_pools, mi.large_kinds), -1, dtype=np.int64)
+        self.cuts = CutRows(len(mi.classes))  # pattern cuts (patterns.py), added by add_pattern_cut
         self.x_uni = np.zeros(0, dtype=np.int64)  # universe index of each replica column, in order
         self.x_col = np.zeros(0, dtype=np.int64)  # its HiGHS column
         # its fit row x <= fit n_p (-1: none) and that fit; loose_fit: not capped at the class's
@@ -55,6 +65,7 @@ class Master:
         self.x_stronger = np.zeros(0, dtype=bool)  # whether its fit row is stronger than capacity
         self.loose_fit = loose_fit
         self.relaxed = relaxed
+        self.eager_fit = eager_fit
         self.in_model = np.zeros(universe.size, dtype=bool)
         self.integer = False
         self.n_rows = lay.n_fixed_rows
@@ -66,6 +77,10 @@ class Master:
             row_lo[free], row_hi[free] = -INF, INF
         self.h.addRows(lay.n_fixed_rows, row_lo, row_hi, 0, np.zeros(1, np.int32), np.zeros(0, np.int32), [])
         self._add_fixed_columns()
+        # a tenant's family quotas: sum over the group's pools of a node's vCPUs x n_p <= quota
+        nq = len(mi.quota_vcpus)
+        none = np.zeros(0, dtype=np.int64)
+        self.quota_row = self._add_rows(np.full(nq, -INF), mi.quota_vcpus, none, np.zeros(0), 0)
 
     # -- growing ------------------------------------------------------------------------
 
@@ -170,7 +185,14 @@ class Master:
             zpos = self.u.zpos(sel)
             spread = zpos >= 0
             rows, cols = self.lay.node_row0 + zpos[spread], local[self.u.pool[sel[spread]]]
-        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, cols, rows, np.ones(len(rows)))
+        vals = np.ones(len(rows))
+        if len(self.quota_row):  # their quota group's row
+            group = mi.quota_of_pool[pools]
+            on = np.flatnonzero(group >= 0)
+            rows = np.r_[rows, self.quota_row[group[on]]]
+            cols = np.r_[cols, on]
+            vals = np.r_[vals, mi.quota_node_vcpus[pools[on]]]
+        cols = self._add_cols(mi.node_cost[pools], np.zeros(len(pools)), hi, cols, rows, vals)
         self.pool_col[pools] = cols
         if self.integer:
             self._integral(cols)
@@ -223,6 +245,10 @@ class Master:
             rows.append(self.large_row[pool[use], j])
             cols.append(use)
             vals.append(large[use, j])
+        at, cut_row, cut_coef = self.cuts.matching(cls, pool)
+        rows.append(cut_row)
+        cols.append(at)
+        vals.append(cut_coef)
         xcols = self._add_cols(
             u.g_cost[grp],
             np.zeros(len(sel)),
@@ -240,7 +266,7 @@ class Master:
         if self.relaxed:
             stronger = np.zeros(len(sel), dtype=bool)
         fit_row = np.full(len(sel), -1, dtype=np.int64)
-        if self.integer or with_fit_rows:  # a MIP needs every row
+        if self.integer or with_fit_rows or self.eager_fit:  # a MIP needs every row
             fit_row[stronger] = self._fit_rows(xcols[stronger], pool[stronger], fit[stronger].astype(np.float64))
         self.fit_row = np.concatenate([self.fit_row, fit_row])
         self.x_fit = np.concatenate([self.x_fit, fit])
@@ -251,6 +277,20 @@ class Master:
         both = np.stack([xcols, self.pool_col[pool]], axis=1).ravel()
         coef = np.stack([np.ones(len(xcols)), -fit], axis=1).ravel()
         return self._add_rows(np.full(len(xcols), -INF), np.zeros(len(xcols)), both, coef, 2)
+
+    def add_pattern_cut(self, pool: int, cls: IntArray, pi: FloatArray) -> None:
+        """The cut sum_c pi_c x_c,pool <= n_pool (patterns.py: pi is dual feasible for the
+        pool's patterns), over the classes with pi_c > 0."""
+        keep = pi > 1e-12
+        cls, pi = cls[keep].astype(np.int64), pi[keep]
+        mc, mp = self.x_keys()
+        on = np.flatnonzero(mp == pool)
+        coef = dict(zip(cls.tolist(), pi.tolist(), strict=True))
+        sel = [int(i) for i in on if int(mc[i]) in coef]
+        cols = np.r_[self.x_col[sel], self.pool_col[pool]]
+        vals = np.r_[[coef[int(mc[i])] for i in sel], -1.0]
+        row = self._add_rows(np.array([-INF]), np.zeros(1), cols, vals, len(cols))
+        self.cuts.add(int(row[0]), pool, cls, pi)
 
     def tighten(self) -> None:
         """Cap the fit rows at each class's replicas (a used pool runs at least one node): rows
@@ -308,14 +348,15 @@ class Master:
         return DualPrices.of(self.mi, pools, np.where(rows >= 0, -row_dual[np.maximum(rows, 0)], 0.0))
 
     def large_dual_terms(self, row_dual: FloatArray, cls: IntArray, pool: IntArray) -> FloatArray:
-        """Per pair (cls[i], pool[i]): what the large-replica rows' duals put in a replica column's A^T y."""
-        out = np.zeros(len(cls))
+        """Per pair (cls[i], pool[i]): what the large-replica rows' and the pattern cuts' duals
+        put in a replica column's A^T y."""
+        out = self.cuts.dual_terms(row_dual, cls, pool)
         rows = self.large_row[pool]
         on = np.flatnonzero((rows >= 0).any(axis=1))
         if len(on):
             w = self.mi.large_weights(cls[on], pool[on])
             r = rows[on]
-            out[on] = (np.where(r >= 0, w * row_dual[np.maximum(r, 0)], 0.0)).sum(axis=1)
+            out[on] += (np.where(r >= 0, w * row_dual[np.maximum(r, 0)], 0.0)).sum(axis=1)
         return out
 
     def x_keys(self) -> tuple[IntArray, IntArray]:
@@ -344,6 +385,7 @@ class Master:
             value=float(self.h.getInfo().objective_function_value),
             row_dual=np.asarray(sol.row_dual),
             x=col[self.x_col],
+            nodes=np.where(self.pool_col >= 0, col[np.maximum(self.pool_col, 0)], 0.0),
         )
 
     def make_integer(self) -> None:

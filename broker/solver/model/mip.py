@@ -102,6 +102,7 @@ class LPResult:
     value: float
     row_dual: FloatArray
     x: FloatArray  # per replica column of the restricted model
+    nodes: FloatArray  # per pool of the catalog (0 for pools not in the model)
 
 
 @dataclass

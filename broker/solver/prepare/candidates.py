@@ -39,6 +39,7 @@ def filter_signature(w: Workload) -> tuple[object, ...]:
         w.residency,
         tuple(sorted(w.latency_slo_ms.items())),
         tuple((r.attribute, r.operator, r.texts, r.numbers) for r in w.requirements),
+        w.burstable,
     )
 
 
@@ -68,11 +69,12 @@ def prepare(problem: PlacementProblem) -> Prepared:
             if t.pruned:  # never considered: a same-site pool is at least as large and no dearer
                 counts["dominated"] = t.pruned
             counts.update({f"sites:{k}": v for k, v in site_rejection_counts(masks, t).items()})
-            # a dominated pool may be the only one a requirement allows (Catalog.table_for): with
-            # requirements, only pools another allowed pool dominates are left out
+            # a dominated pool may be the only one a requirement or a family quota allows
+            # (Catalog.table_for): then only pools another allowed pool dominates are left out
+            rerank = bool(w.requirements) or bool(problem.family_quotas)
             by_sig[sig] = (
                 masks,
-                np.flatnonzero(ok & ~t.dominated_within(ok) if w.requirements else ok & usable),
+                np.flatnonzero(ok & ~t.dominated_within(ok) if rerank else ok & usable),
                 counts,
             )
         masks, cand, counts = by_sig[sig]
@@ -107,7 +109,8 @@ def _conflicts(problem: PlacementProblem, w: Workload, masks: list[NamedMask], c
         elif len(np.unique(t.site_idx[cand])) < w.min_sites:
 
             def enough_sites(mk: np.ndarray, k: int = w.min_sites) -> bool:
-                return len(np.unique(t.site_idx[mk if w.requirements else mk & ~t.dominated])) >= k
+                rerank = w.requirements or problem.family_quotas
+                return len(np.unique(t.site_idx[mk if rerank else mk & ~t.dominated])) >= k
 
             out += [spread_label, *minimal_conflict(masks, t.n_pools, ok=enough_sites)]
     if w.max_spot_fraction is not None and len(cand):

@@ -14,10 +14,11 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
-from broker.core.domain import Arch, CapacityType, Workload
+from broker.core.domain import Arch, BurstablePolicy, CapacityType, Workload
 from broker.core.pooltable import ARCHES, CAPACITY_TYPES, BoolArray, PoolTable
-from broker.core.requirements import Requirement
+from broker.core.requirements import Operator, Requirement
 from broker.solver.problem import PlacementProblem
+from pricing.node_classes import ACCELERATED, NODE_CLASSES, OPT_IN_CLASSES
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def workload_filters(problem: PlacementProblem, w: Workload, cache: MaskCache | 
     if w.providers:
         out.append(NamedMask(f"providers:[{','.join(w.providers)}]{on}", "provider", t.provider_mask(w.providers)))
 
+    out += _node_filters(problem, w, on, cache)
+
     if w.residency is not None:
         pol = w.residency
         label = pol.name or "inline"
@@ -117,6 +120,53 @@ def workload_filters(problem: PlacementProblem, w: Workload, cache: MaskCache | 
     avail = _cached(cache, ("available",), lambda: t.max_nodes > 0)
     out.append(NamedMask(f"capacity:available{on}", "no_capacity", avail))
     return out
+
+
+# requirements that pick instance types by name or class: the workload then chose what it runs on
+_NAMING = frozenset({"node_class", "quota_group", "instance_type", "instance_family", "instance_category"})
+_GPU_ATTRIBUTES = frozenset({"gpu_name", "gpus", "gpu_memory_gib"})
+
+
+def allowed_opt_in_classes(w: Workload) -> frozenset[str]:
+    """The opt-in node classes (accelerated, HPC) a workload may run on: accelerated when it asks for
+    accelerators, any class when a requirement names types or classes (`node_class In [hpc]`,
+    `instance_family In [hpc6a]`): the requirement itself then decides."""
+    if any(r.attribute in _NAMING and r.operator is not Operator.NOT_IN for r in w.requirements):
+        return OPT_IN_CLASSES
+    wants_gpu = w.gpus > 0 or w.gpu_model is not None
+    wants_gpu |= any(
+        r.attribute in _GPU_ATTRIBUTES and r.operator is not Operator.DOES_NOT_EXIST for r in w.requirements
+    )
+    return frozenset({ACCELERATED}) if wants_gpu else frozenset()
+
+
+def _node_filters(problem: PlacementProblem, w: Workload, on: str, cache: MaskCache | None) -> list[NamedMask]:
+    """What the catalog's nodes are beyond their size (docs/solver.md, "Node classes"): burstable
+    baselines, the classes a workload must opt into, the tenant's family quotas."""
+    t = problem.table
+    out: list[NamedMask] = []
+    # at sustained capacity (the default table) a burstable pool already holds only what its baseline
+    # sustains; at full capacity (a request with `allow` workloads) the others are kept off it
+    if w.burstable is BurstablePolicy.NEVER or (w.burstable is BurstablePolicy.BASELINE and t.burst_capacity):
+        steady = _cached(cache, ("steady",), lambda: np.asarray(t.baseline >= 1.0, dtype=bool))
+        out.append(NamedMask(f"burstable:{w.burstable.value}{on}", "burstable", steady))
+    blocked = sorted(OPT_IN_CLASSES - allowed_opt_in_classes(w))
+    if blocked:
+        ok = _cached(
+            cache,
+            ("node_class", tuple(blocked)),
+            lambda: ~np.isin(t.node_class_idx, [NODE_CLASSES.index(c) for c in blocked]),
+        )
+        out.append(NamedMask(f"node_class:not [{','.join(blocked)}]{on}", "node_class", ok))
+    for group, quota in sorted(problem.family_quotas.items()):
+        # a node of the group larger than the quota cannot start (0: none can)
+        qm = _cached(cache, ("quota", group, quota), partial(_within_quota, t, group, quota))
+        out.append(NamedMask(f"quota:{group} {_fmt(quota)} vCPUs{on}", "quota", qm))
+    return out
+
+
+def _within_quota(t: PoolTable, group: str, quota: float) -> BoolArray:
+    return np.asarray(~((t.quota_group == group) & (t.raw_vcpus > quota + 1e-9)), dtype=bool)
 
 
 def _meets(t: PoolTable, req: Requirement) -> BoolArray:

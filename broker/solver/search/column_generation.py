@@ -23,6 +23,7 @@ from broker.solver.model.reduced_costs import entering, reduced_costs_at, shortl
 from broker.solver.model.universe import Universe, make_universe
 from broker.solver.options import SolverOptions
 from broker.solver.prepare.classes import per_node_exact
+from broker.solver.search.pattern_cuts import separate
 from broker.solver.search.placements import columns_of, round_lp
 from broker.solver.search.state import SearchState, in_thread
 from broker.solver.segments import cheapest_per_site, group_bounds
@@ -42,7 +43,7 @@ def start(
     # on big requests column generation starts with fit rows not capped at the class's replicas
     # and caps them once that LP converges (Master.tighten): the capped rows make every LP slower
     loose = opts.loose_fit_min_cols < uni.size <= opts.loose_fit_max_cols
-    m = Master(mi, lay, uni, loose_fit=loose)
+    m = Master(mi, lay, uni, loose_fit=loose, eager_fit=uni.size <= opts.eager_fit_max_cols)
     first = [initial_columns(mi, uni)] + [columns_of(x0, uni.cols) for x0 in starts]
     if len(lay.keep_key):  # where replicas run now stays on the table
         pos = uni.cols.position(mi.keep_class, mi.keep_pool)
@@ -68,6 +69,7 @@ def column_generation(st: SearchState) -> None:
     pricing_s = 0.0  # what the last round's reduced costs took: the LP must leave time for them
     values: list[float] = []  # the LP's value per round of this phase (loose fit rows, then tight)
     work = opts.work_limits
+    cut_rounds = 0
     for rounds in range(1, opts.max_cg_rounds + 1):
         st.rounds = rounds
         round_start = time.perf_counter()
@@ -90,6 +92,10 @@ def column_generation(st: SearchState) -> None:
                 st.loose_bound = st.z_lp
                 m.tighten()
                 values.clear()
+                continue
+            st.priced_out = max(st.priced_out, st.z_lp)
+            if cut_rounds < opts.pattern_cut_rounds and separate(st, lp, until=st.until(1 - opts.cg_end)) > 0:
+                cut_rounds += 1
                 continue
             st.converged = True
             break

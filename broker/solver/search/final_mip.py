@@ -17,7 +17,9 @@ import math
 
 import numpy as np
 
+from broker.core.domain import BoundKind
 from broker.core.pooltable import IntArray
+from broker.solver.search.pattern_cuts import separate_integer
 from broker.solver.search.placements import objective
 from broker.solver.search.state import SearchResult, SearchState, bound_of
 
@@ -42,22 +44,29 @@ def final_mip(st: SearchState) -> bool:
         _include_by_reduced_cost(st)
     if st.bound == -math.inf and run_mip:
         runner = opts.mip_runner if m.n_cols >= opts.isolate_min_cols else None
-        res = m.solve_mip(
-            time_limit_s=st.seconds(opts.final_mip_share),
-            seed=st.seed,
-            hint=st.hint(m),
-            rel_gap=rel_gap,
-            runner=runner,
-            max_nodes=st.mip_nodes,
-        )
-        if res.status == "infeasible" and st.incumbent is None:
-            return False
-        if res.status in ("optimal", "feasible"):
-            xm = m.placement(res.x)
-            if st.incumbent is None or objective(st.mi, st.lay, xm) < st.ub - 1e-9:
-                st.incumbent, st.ub = xm, objective(st.mi, st.lay, xm)
-        st.status = res.status
-        st.bound = res.bound if res.status in ("optimal", "feasible", "unknown") else -math.inf
+        # a MIP answer whose pools pack onto more nodes than the model counted gets their pattern
+        # cuts, and the MIP runs again (HiGHS has no cut callbacks: separate and re-solve)
+        for again in range(opts.pattern_cut_mip_rounds + 1):
+            res = m.solve_mip(
+                time_limit_s=st.seconds(opts.final_mip_share),
+                seed=st.seed,
+                hint=st.hint(m),
+                rel_gap=rel_gap,
+                runner=runner,
+                max_nodes=st.mip_nodes,
+            )
+            if res.status == "infeasible" and st.incumbent is None:
+                return False
+            if res.status in ("optimal", "feasible"):
+                xm = m.placement(res.x)
+                if st.incumbent is None or objective(st.mi, st.lay, xm) < st.ub - 1e-9:
+                    st.incumbent, st.ub = xm, objective(st.mi, st.lay, xm)
+            st.status = res.status
+            if res.status in ("optimal", "feasible", "unknown") and math.isfinite(res.bound):
+                st.bound = max(st.bound, res.bound)  # a model with more valid cuts bounds no lower
+            stop = res.status not in ("optimal", "feasible") or st.left() < opts.final_mip_min_s
+            if stop or again == opts.pattern_cut_mip_rounds or separate_integer(st, m.placement(res.x)) == 0:
+                break
         if not math.isfinite(st.bound):
             st.bound = st.z_lp
     return True
@@ -106,8 +115,14 @@ def result(st: SearchState) -> SearchResult | None:
         fallback = bound_of(st.share_bound, st.share_so_far, st.left() + st.opts.bound_wait_s, st.hurry)
     if st.converged:
         lower = max(st.z_lp, min(st.bound, st.z_lp + st.excluded_min))
+        kind = BoundKind.MIP if lower > st.z_lp else BoundKind.LP
     else:
-        lower = max(st.lagrangian, fallback, st.loose_bound)
+        lower, kind = max(
+            (st.lagrangian, BoundKind.LAGRANGIAN),
+            (fallback, BoundKind.NODE_SHARE),
+            (st.loose_bound, BoundKind.LOOSE_LP),
+            (st.priced_out, BoundKind.LP),  # before cuts that restarted column generation
+        )
     # HiGHS' dual bound carries solver tolerances; never claim more than is proven
     lower = min(lower * (1 - 1e-9), value)
     return SearchResult(
@@ -115,8 +130,9 @@ def result(st: SearchState) -> SearchResult | None:
         x=x,
         objective=value,
         lower_bound=lower,
-        proven=st.converged,
+        proven=st.converged or kind == BoundKind.LP,
         pools_considered=len(st.m.pools),
         lp_rounds=st.rounds,
         out_of_time=st.out_of_time,
+        bound_kind=kind.value,
     )

@@ -16,8 +16,9 @@ from broker.solver.types import ClassPlacement
 
 
 def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
-    """Nodes per pool: the aggregate capacity rule, one node per `fit` replicas of each class, and
-    the sum of the replicas' large-replica weights (ModelInput.large_weights)."""
+    """Nodes per pool: the aggregate capacity rule, one node per `fit` replicas of each class, the
+    sum of the replicas' large-replica weights (ModelInput.large_weights) and, where the model
+    has them, the pattern counts of pools several classes share (ModelInput.pattern_nodes)."""
     if not x:
         return {}
     pairs = np.array(list(x), dtype=np.int64).reshape(-1, 2)
@@ -31,12 +32,22 @@ def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
     np.add.at(large, at, r[:, None] * mi.large_weights(cls, pool))
     need = np.zeros(len(pools))
     np.maximum.at(need, at, np.ceil(r / fit - 1e-9))
+    if mi.pattern_nodes is not None:  # pools several classes share: what their patterns need
+        shared = np.flatnonzero(np.bincount(at, minlength=len(pools)) >= 2)
+        for i in shared:
+            on = np.flatnonzero(at == i)
+            p = int(pools[i])
+            cap = np.array([mi.vcpus[p], mi.mem[p], mi.gpus[p]], dtype=np.float64)
+            need[i] = max(need[i], mi.pattern_nodes.need(mi.class_demand[cls[on]], cap, fit[on], r[on]))
     return costs.nodes_needed(pools, load, large, need, vcpus=mi.vcpus, mem=mi.mem, gpus=mi.gpus)
 
 
 def feasible(mi: ModelInput, x: ClassPlacement, nodes: dict[int, int]) -> bool:
-    """Whether x, running `nodes`, keeps owned capacity, the cap on moves and every class's rules."""
+    """Whether x, running `nodes`, keeps owned capacity, the tenant's family quotas, the cap on
+    moves and every class's rules."""
     if any(n > mi.max_nodes[p] for p, n in nodes.items()):
+        return False
+    if (mi.quota_use(nodes) > mi.quota_vcpus + 1e-9).any():
         return False
     if mi.max_moves is not None and kept(mi, x) < mi.current_total - mi.max_moves - 1e-9:
         return False

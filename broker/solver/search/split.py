@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from broker.core.domain import BoundKind
 from broker.core.pooltable import FloatArray, IntArray
 from broker.solver.bounds.node_share import node_share_bound
 from broker.solver.model.layout import ModelInput, make_layout
@@ -91,7 +92,8 @@ def search_in_groups(
     wait = started + time_limit_s - time.perf_counter() + opts.bound_wait_s
     lower = bound_of(bound, so_far, wait, stop)  # stop ends the ascent: the bound so far stands
     out_of_time = time.perf_counter() >= started + time_limit_s
-    return SearchResult("feasible", x, value, min(lower * (1 - 1e-9), value), False, pools, rounds, out_of_time)
+    lower = min(lower * (1 - 1e-9), value)
+    return SearchResult("feasible", x, value, lower, False, pools, rounds, out_of_time, BoundKind.NODE_SHARE.value)
 
 
 def groups(mi: ModelInput, weights: FloatArray, n_groups: int) -> list[IntArray]:

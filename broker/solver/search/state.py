@@ -34,6 +34,9 @@ class SearchResult:
     # a phase was skipped because too little time was left for it (the stop is the time
     # limit's even when the clock shows time unused)
     out_of_time: bool = False
+    # what proves lower_bound (BoundKind's values): the converged LP, the final MIP's dual bound
+    # with reduced-cost inclusion, or a bound beside an unfinished LP
+    bound_kind: str = "lp"
 
 
 def _no_columns() -> IntArray:
@@ -69,6 +72,9 @@ class SearchState:
     out_of_time: bool = False  # a phase was skipped for lack of time
     lagrangian: float = -math.inf  # from the last round's duals when CG stopped early
     loose_bound: float = -math.inf  # the converged LP with loose fit rows: a relaxation's LP
+    # the LP when it last priced out (with the pattern cuts it held then): a bound for the whole
+    # catalog even when later cuts restart column generation and the time ends before it converges
+    priced_out: float = -math.inf
     lp_x: ClassPlacement | None = None  # the LP rounded
     lp_support: IntArray = field(default_factory=_no_columns)  # universe columns the LP uses
     lp_pool: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # pools the LP uses

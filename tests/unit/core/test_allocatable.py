@@ -65,10 +65,25 @@ def test_nodes_with_nothing_allocatable_leave_the_solver_table() -> None:
 
 def test_overhead_setting_is_applied() -> None:
     raw = _table()
-    small = allocatable(raw, NodeOverhead(0.0, 0.0))
-    big = allocatable(raw, NodeOverhead(1.0, 2.0))
+    small = allocatable(raw, NodeOverhead(0.0, 0.0), burst=True)  # burstable nodes at full size too
+    big = allocatable(raw, NodeOverhead(1.0, 2.0), burst=True)
     assert small.vcpus - big.vcpus == pytest.approx(np.full(raw.n_pools, 1.0))
     assert np.all(small.memory_gib >= big.memory_gib)
+
+
+def test_a_burstable_node_offers_its_sustained_baseline_unless_bursting_is_allowed() -> None:
+    raw = _table()
+    i = raw.pool_index["aws:us-east-1/t4g.micro/ondemand"]
+    c = raw.pool_index["aws:us-east-1/c5.xlarge/ondemand"]
+    # AWS: t4g.micro earns 12 credits an hour on 2 vCPUs, a 10 % baseline per vCPU
+    assert raw.baseline[i] == pytest.approx(0.10) and raw.baseline[c] == 1.0
+    overhead = NodeOverhead(0.0, 0.0)
+    steady = allocatable(raw, overhead)
+    burst = allocatable(raw, overhead, burst=True)
+    assert steady.vcpus[i] == pytest.approx(2 * 0.10 - raw.reserved_vcpus[i])
+    assert burst.vcpus[i] == pytest.approx(2 - raw.reserved_vcpus[i])
+    assert steady.vcpus[c] == burst.vcpus[c]  # a node that is not burstable is the same in both
+    assert not steady.burst_capacity and burst.burst_capacity
 
 
 def _place(workload: Workload, *, alloc: bool) -> set[str]:

@@ -91,6 +91,12 @@ CASES = [
     ("karpenter.sh/capacity-type", "In", ["on-demand"], {0, 2, 3, 4, 5, 8}),
     ("capacity_type", "In", ["spot", "reserved"], {1, 6, 7}),
     ("capacity_type", "NotIn", ["ondemand"], {1, 6, 7}),
+    ("burstable", "In", ["true"], set()),  # none of these is burstable (tests/unit/core/test_node_classes.py)
+    ("cpu_baseline_percent", "In", ["100"], ALL),  # a node that is not burstable sustains every vCPU
+    ("node_class", "In", ["accelerated"], {4, 5}),  # g5 (AWS G and VT group), NC A100
+    ("node_class", "In", ["general"], {0, 1, 2, 3, 6, 7, 8}),
+    ("quota_group", "In", ["aws:Standard"], {0, 1, 2, 3, 8}),
+    ("quota_group", "In", ["aws:G and VT", "azure:ncadsv4"], {4, 5}),
 ]
 
 
@@ -131,9 +137,14 @@ def test_pool_lists_its_known_attributes() -> None:
         "gpu_memory_gib": 24,
         "bare_metal": False,
         "capacity_type": "ondemand",
+        "burstable": False,
+        "cpu_baseline_percent": 100,
+        "node_class": "accelerated",
+        "quota_group": "aws:G and VT",
     }
     assert set(t.attributes.of(7)) == {
         "provider", "region", "site", "site_kind", "instance_type", "arch", "vcpus", "memory_gib", "capacity_type",
+        "burstable", "cpu_baseline_percent", "node_class",  # owned capacity has no provider quota group
     }  # fmt: skip
 
 

@@ -1,5 +1,5 @@
 """The managed services' published reservation formulas, against examples computed by hand
-from each provider's documentation (docs/solver.md, "Allocatable capacity")."""
+from each provider's documentation (docs/solver-requirements.md, "Allocatable capacity")."""
 
 from __future__ import annotations
 

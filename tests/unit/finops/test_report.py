@@ -86,7 +86,7 @@ def test_whole_comment() -> None:
     for heading in ("### Placement `svc`", "Against stored placement `pl_new`", "**Cost gate**", "**Residency**",
                     "**Latency SLOs**", "**Plan**"):  # fmt: skip
         assert heading in md
-    assert "+100.0%" in md and "$292.0000" in md  # +0.2 USD/h = +146/month; cost 0.4 * 730 = 292
+    assert "+100.0%" in md and "$292.00" in md  # +0.2 USD/h = +146/month; cost 0.4 * 730 = 292
     first = render_markdown(OLD)
     assert "No stored placement of this name yet" in first and "**Residency**" not in first
 

@@ -131,6 +131,8 @@ def reference_cost(ask: kq.WorkloadAsk, site: str) -> float:
         for p in POOLS:
             if p.site != site or p.capacity_type not in ask.capacity_types or p.arch != ps.arch:
                 continue
+            if p.gpus > 0 and ps.gpus <= 0:  # pods without accelerators never price a GPU node
+                continue
             per = kq.PODS_PER_NODE
             for need, have in ((ps.cpu, p.vcpus), (ps.memory_gib, p.memory_gib), (ps.gpus, p.gpus)):
                 if need > 0:

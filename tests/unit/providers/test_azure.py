@@ -115,3 +115,30 @@ def test_resource_skus_through_azure_mgmt_compute_against_a_local_endpoint(feed_
     (req,) = feed_server.seen
     assert req.path.endswith("/providers/Microsoft.Compute/skus")
     assert req.headers["Authorization"] == "Bearer test-token"
+
+
+def _sku(name: str, caps: dict[str, str]) -> dict[str, object]:
+    return {
+        "resourceType": "virtualMachines",
+        "name": name,
+        "capabilities": [{"name": k, "value": v} for k, v in caps.items()],
+        "restrictions": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "caps", "vcpus"),
+    [
+        # the resource SKU lists the parent's cores in vCPUs and the active ones in vCPUsAvailable
+        ("Standard_E16-4as_v5", {"vCPUs": "16", "vCPUsAvailable": "4", "MemoryGB": "128"}, 4),
+        ("Standard_HB120-16rs_v2", {"vCPUs": "120", "vCPUsAvailable": "16", "MemoryGB": "456"}, 16),
+        # without vCPUsAvailable, the name says it
+        ("Standard_M64-16ms", {"vCPUs": "64", "MemoryGB": "1792"}, 16),
+        ("Standard_DS13-2_v2", {"vCPUs": "8", "MemoryGB": "56"}, 2),
+        ("Standard_D4s_v5", {"vCPUs": "4", "MemoryGB": "16"}, 4),
+    ],
+)
+def test_constrained_vcpu_sizes_run_their_active_vcpus(name, caps, vcpus):
+    spec = azure.parse_resource_skus([_sku(name, caps)])[name]
+    assert spec.vcpus == vcpus
+    assert spec.memory_gib == float(caps["MemoryGB"])  # the parent's memory

@@ -12,7 +12,6 @@ from broker.simulate.fleet import parse_fleet
 from broker.simulate.market import build_market
 from broker.simulate.metrics import TIMING_COLUMNS, jain, summary
 from broker.simulate.policies import POLICIES
-from broker.simulate.policies.base import first_fit_decreasing
 from broker.simulate.run import run_simulation
 from broker.simulate.usage import build_usage
 
@@ -39,13 +38,6 @@ def _run(name, fleet_doc, parts, traces, days=0.5):
     sc = build_scenario(fleet, market, days=days)
     policy = Recording(POLICIES[name](fleet, market))
     return market, policy, simulate(fleet, market, usage, sc, policy)
-
-
-def test_first_fit_decreasing():
-    where, bins = first_fit_decreasing(np.array([[3, 1, 0], [1, 1, 0], [2, 1, 0], [5, 1, 0]]), np.array([4.0, 8, 0]))
-    assert bins == 2
-    assert where[0] == where[1] != where[2]  # 3 + 1 fill a bin, 2 opens the second
-    assert where[3] == -1  # larger than a bin
 
 
 def test_kube_default_one_node_type_and_the_home_outage(fleet_doc, parts, traces):

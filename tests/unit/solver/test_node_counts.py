@@ -4,6 +4,7 @@ workload's (class's) replicas one node at a time, and the large-replica weights.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from types import SimpleNamespace
@@ -58,16 +59,33 @@ def reference_class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
 @pytest.mark.parametrize("seed", CASES)
 def test_class_nodes_match_the_rule_item_by_item(seed: int) -> None:
     mi, starts = search_input_of(instance(seed))
+    assert mi.pattern_nodes is not None  # a small request: the search counts patterns
+    blind = dataclasses.replace(mi, pattern_nodes=None)
     rnd = random.Random(seed)
     for _ in range(30):
         x: ClassPlacement = {}
         for c, cl in enumerate(mi.classes):  # several classes on shared pools, some heavy
             for p in rnd.sample(cl.cand.tolist(), k=min(len(cl.cand), rnd.randint(1, 3))):
                 x[(c, int(p))] = rnd.randint(1, 40)
-        assert class_nodes(mi, x) == reference_class_nodes(mi, x)
+        assert class_nodes(blind, x) == reference_class_nodes(mi, x)
+        _between_the_rule_and_one_class_a_node(mi, x)
     for x0 in starts:
-        assert class_nodes(mi, x0) == reference_class_nodes(mi, x0)
+        assert class_nodes(blind, x0) == reference_class_nodes(mi, x0)
+        _between_the_rule_and_one_class_a_node(mi, x0)
     assert class_nodes(mi, {}) == {}
+
+
+def _between_the_rule_and_one_class_a_node(mi: ModelInput, x: ClassPlacement) -> None:
+    """With pattern counts, a pool needs at least what the rule says and at most what its
+    classes need on nodes of their own (a packing), where several classes share it."""
+    seeing, rule = class_nodes(mi, x), reference_class_nodes(mi, x)
+    alone: dict[int, int] = {}
+    for (c, p), r in x.items():
+        fit = float(mi.fit(np.array([c]), np.array([p]))[0][0])
+        alone[p] = alone.get(p, 0) + math.ceil(r / fit - 1e-9)
+    assert seeing.keys() == rule.keys()
+    for p, n in seeing.items():
+        assert rule[p] <= n <= max(rule[p], alone[p])
 
 
 def test_placement_nodes_match_the_rule_item_by_item() -> None:

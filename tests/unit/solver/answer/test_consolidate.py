@@ -3,6 +3,7 @@ same site, and nothing a packing must keep is broken on the way."""
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ import pytest
 
 from broker.core.domain import Arch, CapacityType, Pool, Workload
 from broker.core.pooltable import FloatArray, PoolTable, build_pool_table
-from broker.solver import solve
+from broker.solver import SolverOptions, solve
 from broker.solver.answer.consolidate import Consolidator, Node, Nodes
 from broker.solver.prepare.classes import SPOT, WorkloadData
 from tests.unit.solver.support.catalog import TIED_SITES, problem
@@ -47,6 +48,9 @@ class Caps:
     @property
     def gpus(self) -> FloatArray:
         return np.zeros(len(self.sizes))
+
+    def quota_room(self, q: int, nodes: object) -> float:
+        return math.inf  # no family quotas here
 
 
 def caps(rows: Sequence[tuple[float, float, int, int, float, float]]) -> Caps:
@@ -229,9 +233,13 @@ def _thirds() -> list[Workload]:
     return [Workload(f"w{i}", 1, 0.66 + 0.01 * i, 0.5) for i in range(5)]
 
 
+# the search as it was before it saw nodes: the aggregate rule alone (no pattern cuts or counts)
+BLIND = SolverOptions(pattern_cut_rounds=0, pattern_cut_mip_rounds=0, pattern_nodes_max_classes=0)
+
+
 def test_solve_moves_replicas_off_nodes_they_fill_badly_onto_smaller_ones() -> None:
     pr = problem(_thirds(), tbl=_two_sizes(0.45))
-    res = solve(pr, time_limit_s=5)
+    res = solve(pr, time_limit_s=5, options=BLIND)
     assert_valid(pr, res)
     assert_packed(pr, res)
     assert res.packing is not None
@@ -240,6 +248,18 @@ def test_solve_moves_replicas_off_nodes_they_fill_badly_onto_smaller_ones() -> N
     assert (res.packing.aggregate_nodes, res.packing.nodes_consolidated) == (2, 3)
     assert {n.pool.split("/")[1]: n.count for n in res.nodes} == {"one": 5}
     assert res.cost_per_hour == pytest.approx(2.25)
+
+
+def test_a_search_that_sees_nodes_leaves_consolidation_nothing_to_do() -> None:
+    pr = problem(_thirds(), tbl=_two_sizes(0.45))
+    res = solve(pr, time_limit_s=5)
+    assert_valid(pr, res)
+    assert res.packing is not None
+    # the model counts what the 2-vCPU nodes' patterns hold (two of these replicas each), so its
+    # own answer is the five small nodes, and packing adds nothing
+    assert (res.packing.aggregate_nodes, res.packing.nodes_consolidated) == (5, 0)
+    assert res.cost_per_hour == pytest.approx(2.25)
+    assert res.packing.aggregate_cost_per_hour == pytest.approx(res.cost_per_hour)
 
 
 def test_solve_keeps_the_packing_when_consolidating_saves_nothing() -> None:

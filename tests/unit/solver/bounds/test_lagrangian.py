@@ -59,7 +59,13 @@ def _rounds(
         out.append(_Round(z, lagrangian_bound(mi_, uni, m, row_dual), others))
         return real(mi_, uni, m, row_dual)
 
-    opts = SolverOptions(loose_fit_min_cols=-1 if loose else 10**12, max_cg_rounds=max_rounds)
+    # the aggregate model's LP, which the case's full LP and optimum are: no pattern cuts
+    opts = SolverOptions(
+        loose_fit_min_cols=-1 if loose else 10**12,
+        max_cg_rounds=max_rounds,
+        pattern_cut_rounds=0,
+        pattern_cut_mip_rounds=0,
+    )
     with monkeypatch.context() as mp:
         mp.setattr(reduced_costs, "column_reduced_costs", spy)
         res = search(mi, starts=starts, time_limit_s=20, seed=0, options=opts)
