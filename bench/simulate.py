@@ -5,6 +5,7 @@
     python bench/simulate.py --scale 5000             # ~5,000 workloads made from the shipped ones
     python bench/simulate.py --scale 5000 --days 14   # the issue's scale: two weeks, start_day 0
     python bench/simulate.py --clock                  # the broker's solves on the clock, not on work limits
+    python bench/simulate.py --policies kube-default,karpenter-like,broker,ppo,broker+ppo   # the learned scheduler
 
 `--scale N` builds a bigger fleet from examples/fleet.yaml: its workloads repeated until there
 are N, each copy on another trace series drawn (seeded) from the bundled traces. When the
@@ -95,6 +96,7 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[str]:
         )
         starved = b["starved_pct_of_used"]
         out.append(f"target broker starved_pct_of_used {starved:.4f} (< 0.1: {'met' if starved < 0.1 else 'NOT met'})")
+    out += learned(rows)
     for other in ("karpenter-like", "cheapest-fit"):
         o = rows.get(other)
         if b and o:
@@ -108,6 +110,40 @@ def targets(rows: dict[str, dict[str, Any]]) -> list[str]:
                 f"{o['starved_core_min']}, unavailable {b['unavailable_replica_min']} vs {o['unavailable_replica_min']}"
                 f" (lower spend, no more starved or unavailable: {'met' if ok else 'NOT met'})"
             )
+    return out
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def learned(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The learned scheduler's seed claims checked against kube-default (+27 % CPU utilisation,
+    -42 % scheduling latency), for every policy run; and broker+ppo against broker, figure by figure."""
+    out: list[str] = []
+    k = rows.get("kube-default")
+    for name in ("ppo", "broker+ppo", "broker"):
+        r = rows.get(name)
+        if not (r and k) or ("ppo" not in rows and "broker+ppo" not in rows):
+            continue
+        util = _ratio(r["cpu_utilisation"], k["cpu_utilisation"])
+        lat = _ratio(r["sched_latency_p50_s"], k["sched_latency_p50_s"])
+        out.append(f"claim {name}/kube-default cpu_utilisation_ratio {util:.3f} (+27 % claimed: {_met(util >= 1.27)})")
+        out.append(
+            f"claim {name}/kube-default sched_latency_p50_ratio {lat:.3f} "
+            f"({r['sched_latency_p50_s']} vs {k['sched_latency_p50_s']} s; -42 % claimed: {_met(lat <= 0.58)})"
+        )
+    b, bp = rows.get("broker"), rows.get("broker+ppo")
+    if b and bp:
+        for key in (
+            "spend_usd",
+            "cpu_utilisation",
+            "starved_core_min",
+            "unavailable_replica_min",
+            "sched_latency_p50_s",
+            "sched_latency_p99_s",
+        ):
+            out.append(f"compare broker+ppo/broker {key} {bp[key]} vs {b[key]}")
     return out
 
 

@@ -26,6 +26,7 @@ from broker.cli import (
     operator,
     pricing,
     remote,
+    rl,
     simulate,
     sites,
     usage,
@@ -309,6 +310,7 @@ COMMAND_GROUPS = (
     multicluster.register,
     latency.register,
     simulate.register,
+    rl.register,
 )
 for register in COMMAND_GROUPS:
     register(app)

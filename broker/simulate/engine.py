@@ -10,7 +10,7 @@ when the replay starts), and that opening placement is not scored as scheduling.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,66 +57,115 @@ def simulate(
     solver_options: SolverOptions | None = None,
 ) -> RunResult:
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    usage = _with_surge(usage, scenario)
-    ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario, solver_options=solver_options)
-    policy.start(ctx)
-    c = Cluster(market, len(fleet.workloads))
-    base = np.array([w.replicas for w in fleet.workloads], dtype=np.int64)
-    tenants = [t.name for t in fleet.tenants]
-    tenant_of = np.array([tenants.index(w.tenant) for w in fleet.workloads], dtype=np.int64)
-    deps = _dependencies(fleet)
-    ledger = Ledger(scenario.steps, len(tenants))
-    timeline = scenario.timeline(market)
-    scheduled: dict[int, list[Event]] = {}
-    for e in timeline:
-        scheduled.setdefault(e.step, []).append(e)
-    h = usage.history_steps
-    out = RunResult(
-        policy=policy.name,
-        ledger=ledger,
-        events=[],
-        sched_latency_s=[],
-        decision_s=[],
-        tenants=tenants,
-        tenant_weights=[t.weight for t in fleet.tenants],
-    )
-
+    replay = Replay(fleet, market, usage, scenario, policy.name, solver_options=solver_options)
+    policy.start(replay.ctx)
     if progress is not None:  # the policy starts now: its opening placement can be its longest step
         progress(0, scenario.steps)
-    # the opening placement: the fleet is running when the replay starts
-    c.instant = True
-    for k, n in enumerate(base.tolist()):
-        c.add_replicas(k, n)
-    policy.decide(c, _view(ctx, c, 0, (), base))
-    c.instant = False
-    c.sched_latency_s.clear()
-    c.migrations = 0
-
+    policy.decide(replay.c, replay.opening())
+    replay.opened()
     for step in range(scenario.steps):
+        view = replay.begin(step)
+        waiting = len(replay.c.pending()) > 0
+        started = time.perf_counter()
+        policy.decide(replay.c, view)
+        if waiting:
+            replay.out.decision_s.append(time.perf_counter() - started)
+        replay.end(step)
+        if progress is not None:
+            progress(step + 1, scenario.steps)
+    out = replay.finish(getattr(policy, "warnings", ()))
+    out.wall_s, out.cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
+    return out
+
+
+class Replay:
+    """One replay's state, advanced a step at a time by whoever decides: `simulate` with a
+    policy, the RL environment (broker/simulate/rl/env.py) one pending replica at a time.
+
+    opening() -> decide -> opened(); then per step: begin(step) -> decide -> end(step); finish().
+    """
+
+    def __init__(
+        self,
+        fleet: FleetIn,
+        market: Market,
+        usage: Usage,
+        scenario: Scenario,
+        name: str,
+        *,
+        solver_options: SolverOptions | None = None,
+    ) -> None:
+        usage = _with_surge(usage, scenario)
+        self.fleet, self.usage, self.scenario = fleet, usage, scenario
+        self.ctx = SimContext(fleet=fleet, market=market, usage=usage, scenario=scenario, solver_options=solver_options)
+        self.c = Cluster(market, len(fleet.workloads))
+        self.base = np.array([w.replicas for w in fleet.workloads], dtype=np.int64)
+        tenants = [t.name for t in fleet.tenants]
+        self.tenant_of = np.array([tenants.index(w.tenant) for w in fleet.workloads], dtype=np.int64)
+        self.deps = _dependencies(fleet)
+        self.ledger = Ledger(scenario.steps, len(tenants))
+        self.timeline = scenario.timeline(market)
+        self.scheduled: dict[int, list[Event]] = {}
+        for e in self.timeline:
+            self.scheduled.setdefault(e.step, []).append(e)
+        self.out = RunResult(
+            policy=name,
+            ledger=self.ledger,
+            events=[],
+            sched_latency_s=[],
+            decision_s=[],
+            tenants=tenants,
+            tenant_weights=[t.weight for t in fleet.tenants],
+        )
+
+    def opening(self) -> StepView:
+        """The opening placement's view: the fleet is running when the replay starts, so nodes
+        launched now are ready at once."""
+        self.c.instant = True
+        for k, n in enumerate(self.base.tolist()):
+            self.c.add_replicas(k, n)
+        return _view(self.ctx, self.c, 0, (), self.base)
+
+    def opened(self) -> None:
+        """The opening placement is not scored as scheduling."""
+        self.c.instant = False
+        self.c.sched_latency_s.clear()
+        self.c.migrations = 0
+
+    def begin(self, step: int) -> StepView:
+        """Time moves to `step`: nodes get ready, the scenario's events happen; what a policy sees."""
+        c = self.c
         c.step = step
         c.now_s = step * STEP_S
         c.ready_until(c.now_s)
-        events = list(scheduled.get(step, []))
-        target = _target_replicas(base, scenario, step)
-        events += _apply(c, scenario, step, target, out)
-        out.events.extend(e for e in events if e.kind == "spot_interruption")
-        view = _view(ctx, c, step, tuple(events), target)
-        waiting = len(c.pending()) > 0
-        started = time.perf_counter()
-        policy.decide(c, view)
-        if waiting:
-            out.decision_s.append(time.perf_counter() - started)
-        c.settle()
-        account(ledger, c, step, usage.cpu[:, h + step], usage.memory_gib[:, h + step], deps=deps, tenant_of=tenant_of)
-        if progress is not None:
-            progress(step + 1, scenario.steps)
-    out.events = timeline + out.events
-    out.sched_latency_s = list(c.sched_latency_s)
-    out.migrations = c.migrations
-    out.migration_cost = c.migrations * fleet.costs.migration_per_replica
-    out.warnings = list(getattr(policy, "warnings", ()))
-    out.wall_s, out.cpu_s = time.perf_counter() - wall0, time.process_time() - cpu0
-    return out
+        events = list(self.scheduled.get(step, []))
+        target = _target_replicas(self.base, self.scenario, step)
+        events += _apply(c, self.scenario, step, target, self.out)
+        self.out.events.extend(e for e in events if e.kind == "spot_interruption")
+        return _view(self.ctx, c, step, tuple(events), target)
+
+    def end(self, step: int) -> None:
+        """The step is charged and scored as the policy left the cluster."""
+        self.c.settle()
+        h = self.usage.history_steps
+        account(
+            self.ledger,
+            self.c,
+            step,
+            self.usage.cpu[:, h + step],
+            self.usage.memory_gib[:, h + step],
+            deps=self.deps,
+            tenant_of=self.tenant_of,
+        )
+
+    def finish(self, warnings: Iterable[str] = ()) -> RunResult:
+        out, c = self.out, self.c
+        out.events = self.timeline + out.events
+        out.sched_latency_s = list(c.sched_latency_s)
+        out.migrations = c.migrations
+        out.migration_cost = c.migrations * self.fleet.costs.migration_per_replica
+        out.warnings = list(warnings)
+        return out
 
 
 def _with_surge(usage: Usage, sc: Scenario) -> Usage:

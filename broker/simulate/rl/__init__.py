@@ -1,0 +1,1 @@
+"""The learned scheduler: a PPO placement policy over the fleet simulator (docs/simulate.md)."""
