@@ -133,7 +133,7 @@ class SolverOptions:
     pattern_cut_rounds: int = 20
     # up to this many classes the search counts the nodes of pools several classes share by their
     # patterns (model/patterns.PatternNodes: what packing will need), not the aggregate rule
-    pattern_nodes_max_classes: int = 200
+    pattern_nodes_max_classes: int = 100
     # up to this universe size every column's fit row joins with it: on small models one LP run
     # per round beats re-solving for each batch of broken rows; on big ones the rows double the LP
     eager_fit_max_cols: int = 500_000

@@ -33,9 +33,10 @@ def class_nodes(mi: ModelInput, x: ClassPlacement) -> dict[int, int]:
     need = np.zeros(len(pools))
     np.maximum.at(need, at, np.ceil(r / fit - 1e-9))
     if mi.pattern_nodes is not None:  # pools several classes share: what their patterns need
-        shared = np.flatnonzero(np.bincount(at, minlength=len(pools)) >= 2)
-        for i in shared:
-            on = np.flatnonzero(at == i)
+        order = np.argsort(at, kind="stable")
+        first = np.searchsorted(at[order], np.arange(len(pools) + 1))
+        for i in np.flatnonzero(np.diff(first) >= 2):
+            on = order[first[i] : first[i + 1]]
             p = int(pools[i])
             cap = np.array([mi.vcpus[p], mi.mem[p], mi.gpus[p]], dtype=np.float64)
             need[i] = max(need[i], mi.pattern_nodes.need(mi.class_demand[cls[on]], cap, fit[on], r[on]))
