@@ -16,6 +16,8 @@ from broker.core.requirements import Requirement
 from broker.errors import Infeasible
 from broker.solver import solve
 from broker.solver.prepare.candidates import prepare
+from broker.solver.prepare.filters import allowed_opt_in_classes
+from pricing.node_classes import OPT_IN_CLASSES
 
 from .support.catalog import problem
 from .support.checks import assert_valid
@@ -129,6 +131,10 @@ def reference_attributes(p: Pool) -> dict[str, Any]:
     return out
 
 
+def _node_class(p: Pool) -> str:
+    return str(TABLE.attributes.of(TABLE.pool_index[p.id])["node_class"])
+
+
 def meets(p: Pool, r: Requirement) -> bool:
     v = reference_attributes(p)[r.attribute]
     if r.operator.value == "Exists":
@@ -198,6 +204,9 @@ def test_every_placed_pool_meets_every_requirement(reqs: list[Requirement], cpu:
     w = wl(*reqs, replicas=replicas, cpu=cpu, mem=2 * cpu)
     p = problem([w], tbl=TABLE)
     fits = [q for q in TABLE.pools if q.vcpus >= cpu and q.memory_gib >= 2 * cpu and (q.max_nodes or 1) > 0]
+    # accelerated and HPC families only where the workload opts in (docs/solver.md, "Node classes")
+    opted = allowed_opt_in_classes(w)
+    fits = [q for q in fits if (c := _node_class(q)) not in OPT_IN_CLASSES or c in opted]
     allowed = [q for q in fits if all(meets(q, r) for r in reqs)]
     try:
         res = solve(p, time_limit_s=5)
